@@ -1,0 +1,136 @@
+//! `cargo xtask bpe train|encode|decode`: the byte-level BPE tokenizer from the command line.
+
+use std::io::{BufRead, BufWriter, Write};
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use attend_bpe::{Tokenizer, Trainer, TrainerConfig};
+use clap::{Args, Subcommand};
+
+#[derive(Args)]
+pub struct BpeArgs {
+    #[command(subcommand)]
+    command: BpeCommand,
+}
+
+#[derive(Subcommand)]
+enum BpeCommand {
+    /// Train a tokenizer on UTF-8 text files (plain or .gz) and save it as tokenizer.json.
+    Train {
+        /// Training text files, read line by line.
+        #[arg(long = "input", required = true, num_args = 1..)]
+        inputs: Vec<PathBuf>,
+        /// Vocabulary size, special tokens and the 256 byte tokens included.
+        #[arg(long)]
+        vocab_size: usize,
+        /// Where to write tokenizer.json (written atomically).
+        #[arg(long)]
+        output: PathBuf,
+        /// Merge a pair only if it occurs at least this often.
+        #[arg(long, default_value_t = 2)]
+        min_frequency: u64,
+        /// Special tokens, given ids 0, 1, ... in this order.
+        #[arg(long = "special", num_args = 1..)]
+        special: Vec<String>,
+    },
+    /// Encode: each stdin line, without its newline, becomes one line of space-separated ids.
+    Encode {
+        #[arg(long)]
+        tokenizer: PathBuf,
+    },
+    /// Decode: each stdin line of space-separated ids becomes one line of text.
+    Decode {
+        #[arg(long)]
+        tokenizer: PathBuf,
+    },
+}
+
+/// Lines encoded per parallel batch.
+const BATCH_LINES: usize = 1 << 14;
+
+pub fn run(args: BpeArgs) -> Result<()> {
+    match args.command {
+        BpeCommand::Train { inputs, vocab_size, output, min_frequency, special } => {
+            let started = std::time::Instant::now();
+            let trainer = Trainer::new(TrainerConfig {
+                vocab_size,
+                min_frequency,
+                special_tokens: special,
+                show_progress: true,
+            })
+            .context("--vocab-size / --special")?;
+            let tokenizer = trainer.train_files(&inputs)?;
+            tokenizer.save(&output)?;
+            eprintln!(
+                "trained {} tokens ({} merges) in {:.2} s; wrote {}",
+                tokenizer.vocab_size(),
+                tokenizer.merges().len(),
+                started.elapsed().as_secs_f64(),
+                output.display()
+            );
+            Ok(())
+        }
+        BpeCommand::Encode { tokenizer } => encode(&Tokenizer::load(&tokenizer)?),
+        BpeCommand::Decode { tokenizer } => decode(&Tokenizer::load(&tokenizer)?),
+    }
+}
+
+/// Reads stdin line by line; `line_no` counts from 1. Invalid UTF-8 names the line.
+fn stdin_lines() -> impl Iterator<Item = Result<(usize, String)>> {
+    std::io::stdin().lock().lines().enumerate().map(|(i, line)| {
+        line.with_context(|| format!("stdin line {}: expected UTF-8 text", i + 1)).map(|l| (i + 1, l))
+    })
+}
+
+fn encode(tokenizer: &Tokenizer) -> Result<()> {
+    let mut out = BufWriter::new(std::io::stdout().lock());
+    let mut batch = Vec::with_capacity(BATCH_LINES);
+    let flush = |batch: &mut Vec<String>, out: &mut BufWriter<_>| -> Result<()> {
+        for ids in tokenizer.encode_batch(batch) {
+            write_ids(out, &ids)?;
+        }
+        batch.clear();
+        Ok(())
+    };
+    for line in stdin_lines() {
+        batch.push(line?.1);
+        if batch.len() == BATCH_LINES {
+            flush(&mut batch, &mut out)?;
+        }
+    }
+    flush(&mut batch, &mut out)?;
+    out.flush()?;
+    Ok(())
+}
+
+fn write_ids(out: &mut impl Write, ids: &[u32]) -> std::io::Result<()> {
+    let mut line = String::with_capacity(ids.len() * 6);
+    for (i, id) in ids.iter().enumerate() {
+        if i > 0 {
+            line.push(' ');
+        }
+        line.push_str(&id.to_string());
+    }
+    line.push('\n');
+    out.write_all(line.as_bytes())
+}
+
+fn decode(tokenizer: &Tokenizer) -> Result<()> {
+    let mut out = BufWriter::new(std::io::stdout().lock());
+    for line in stdin_lines() {
+        let (line_no, line) = line?;
+        let ids = line
+            .split_ascii_whitespace()
+            .map(|s| s.parse::<u32>().map_err(|_| s))
+            .collect::<std::result::Result<Vec<u32>, &str>>();
+        let ids = match ids {
+            Ok(ids) => ids,
+            Err(bad) => bail!("stdin line {line_no}: {bad:?} is not a token id"),
+        };
+        let text = tokenizer.decode(&ids).with_context(|| format!("stdin line {line_no}"))?;
+        out.write_all(text.as_bytes())?;
+        out.write_all(b"\n")?;
+    }
+    out.flush()?;
+    Ok(())
+}
