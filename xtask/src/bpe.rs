@@ -61,13 +61,20 @@ pub fn run(args: BpeArgs) -> Result<()> {
             .context("--vocab-size / --special")?;
             let tokenizer = trainer.train_files(&inputs)?;
             tokenizer.save(&output)?;
+            let seconds = started.elapsed().as_secs_f64();
+            let rss = crate::bench::peak_rss_mb();
             eprintln!(
-                "trained {} tokens ({} merges) in {:.2} s; wrote {}",
+                "trained {} tokens ({} merges) in {seconds:.2} s, peak RSS {}; wrote {}",
                 tokenizer.vocab_size(),
                 tokenizer.merges().len(),
-                started.elapsed().as_secs_f64(),
+                rss.map_or("unknown".into(), |mb| format!("{mb:.0} MB")),
                 output.display()
             );
+            if std::env::var_os("ATTEND_BENCH_JSON").is_some() {
+                let report = serde_json::json!({"train_s": seconds, "peak_rss_mb": rss,
+                                                "vocab": tokenizer.vocab_size()});
+                println!("{report}");
+            }
             Ok(())
         }
         BpeCommand::Encode { tokenizer } => encode(&Tokenizer::load(&tokenizer)?),

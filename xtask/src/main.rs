@@ -4,6 +4,7 @@
 //! See <https://github.com/matklad/cargo-xtask/> for the pattern, and `../shared/DESIGN.md`
 //! section 4 for the command-line contract.
 
+mod bench;
 mod bpe;
 
 use clap::{Parser, Subcommand};
@@ -19,12 +20,15 @@ struct Cli {
 enum Command {
     /// Train, apply or invert a byte-level BPE tokenizer.
     Bpe(bpe::BpeArgs),
+    /// Benchmarks: ours beside the peers', measured in the same run (JSON lines on stdout).
+    Bench(bench::BenchArgs),
 }
 
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bpe(args) => bpe::run(args),
+        Command::Bench(args) => bench::run(args),
     };
     if let Err(err) = result {
         // One line: the outermost context, then each cause.

@@ -86,12 +86,18 @@ impl Tokenizer {
         Encoder::new(self).encode(text)
     }
 
-    /// The ids of each text, encoded in parallel (one cache per worker thread).
+    /// The ids of each text, encoded in parallel: a few large chunks of texts, each with an
+    /// encoder (and cache) of its own, so the cache stays warm.
     pub fn encode_batch<S: AsRef<str> + Sync>(&self, texts: &[S]) -> Vec<Vec<u32>> {
-        texts
-            .par_iter()
-            .map_init(|| Encoder::new(self), |enc, t| enc.encode(t.as_ref()))
-            .collect()
+        let chunk = texts.len().div_ceil(4 * rayon::current_num_threads()).max(1);
+        let chunks: Vec<Vec<Vec<u32>>> = texts
+            .par_chunks(chunk)
+            .map(|part| {
+                let mut enc = Encoder::new(self);
+                part.iter().map(|t| enc.encode(t.as_ref())).collect()
+            })
+            .collect();
+        chunks.into_iter().flatten().collect()
     }
 }
 
