@@ -4,8 +4,13 @@
 //! See <https://github.com/matklad/cargo-xtask/> for the pattern, and `../shared/DESIGN.md`
 //! section 4 for the command-line contract.
 
+mod baseline;
 mod bench;
+mod bleu;
 mod bpe;
+mod chrf;
+mod params;
+mod train;
 
 use clap::{Parser, Subcommand};
 
@@ -18,17 +23,37 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Train a model: the embedded default without --config (a small LM on generated text).
+    Train(train::TrainArgs),
     /// Train, apply or invert a byte-level BPE tokenizer.
     Bpe(bpe::BpeArgs),
     /// Benchmarks: ours beside the peers', measured in the same run (JSON lines on stdout).
     Bench(bench::BenchArgs),
+    /// Corpus BLEU of the hypotheses on stdin against reference files, as sacreBLEU computes it.
+    Bleu(bleu::BleuArgs),
+    /// Corpus chrF / chrF++ of the hypotheses on stdin, as sacreBLEU computes it.
+    Chrf(chrf::ChrfArgs),
+    /// Uniform, unigram and Kneser-Ney n-gram perplexities: the baselines a trained LM must beat.
+    Baseline(baseline::BaselineArgs),
+    /// Parameter count and forward FLOPs per token of a configured model, without training.
+    Params(params::ParamsArgs),
 }
 
 fn main() {
+    // matrixmultiply (burn-ndarray's matmul) runs single-threaded unless told otherwise.
+    if std::env::var_os("MATMUL_NUM_THREADS").is_none() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        std::env::set_var("MATMUL_NUM_THREADS", cores.to_string());
+    }
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Train(args) => train::run(args),
         Command::Bpe(args) => bpe::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Bleu(args) => bleu::run(args),
+        Command::Chrf(args) => chrf::run(args),
+        Command::Baseline(args) => baseline::run(args),
+        Command::Params(args) => params::run(args),
     };
     if let Err(err) = result {
         // One line: the outermost context, then each cause.

@@ -1,0 +1,281 @@
+//! Scaled dot-product attention and multi-head attention (paper section 3.2).
+//!
+//! `Attention(Q, K, V) = softmax(QKᵀ/√d_k) V` (eq. 1), row-wise softmax;
+//! `MultiHead(Q, K, V) = Concat(head₁..head_h) Wᴼ`, `headᵢ = Attention(QWᵢ^Q, KWᵢ^K, VWᵢ^V)`,
+//! `d_k = d_v = d_model/h`.
+
+use burn::module::Module;
+use burn::nn::{Dropout, DropoutConfig, Linear};
+use burn::tensor::{activation::softmax, backend::Backend, Bool, Tensor};
+
+use crate::cache::KeyValue;
+use crate::config::ModelConfig;
+use crate::init::{linear, Role};
+use crate::mask::MASKED_SCORE;
+
+/// `softmax(QKᵀ/√d_k + mask) V`, with dropout on the weights.
+///
+/// Returns the context and the attention weights (every row sums to 1; masked keys get 0).
+///
+/// # Shapes
+/// - `q`: `[batch, heads, queries, d_k]`
+/// - `k`: `[batch, heads, keys, d_k]`
+/// - `v`: `[batch, heads, keys, d_v]`
+/// - `mask`: broadcastable to `[batch, heads, queries, keys]`, `true` = may not attend
+/// - output: (`[batch, heads, queries, d_v]`, `[batch, heads, queries, keys]`)
+pub fn scaled_dot_product_attention<B: Backend>(
+    q: Tensor<B, 4>,
+    k: Tensor<B, 4>,
+    v: Tensor<B, 4>,
+    mask: Option<Tensor<B, 4, Bool>>,
+    dropout: &Dropout,
+) -> (Tensor<B, 4>, Tensor<B, 4>) {
+    let [batch, heads, queries, d_k] = q.dims();
+    let keys = k.dims()[2];
+    let q = q.mul_scalar(1.0 / (d_k as f64).sqrt());
+    let mut scores = q.matmul(k.swap_dims(2, 3)); // [batch, heads, queries, keys]
+    if let Some(mask) = mask {
+        scores = scores.mask_fill(mask.expand([batch, heads, queries, keys]), MASKED_SCORE);
+    }
+    let weights = softmax(scores, 3);
+    let context = dropout.forward(weights.clone()).matmul(v);
+    (context, weights)
+}
+
+/// What [`MultiHeadAttention`] returns.
+#[derive(Clone, Debug)]
+pub struct AttentionOutput<B: Backend> {
+    /// `[batch, queries, d_model]`
+    pub context: Tensor<B, 3>,
+    /// `[batch, heads, queries, keys]`, for heat maps.
+    pub weights: Tensor<B, 4>,
+}
+
+/// Multi-head attention with its four projections `W^Q, W^K, W^V, Wᴼ`.
+#[derive(Module, Debug)]
+pub struct MultiHeadAttention<B: Backend> {
+    /// `W^Q` for all heads, `d_model → d_model`.
+    pub query: Linear<B>,
+    /// `W^K` for all heads.
+    pub key: Linear<B>,
+    /// `W^V` for all heads.
+    pub value: Linear<B>,
+    /// `Wᴼ`, applied to the concatenated heads.
+    pub output: Linear<B>,
+    /// Dropout on the attention weights (`attention_dropout`).
+    pub dropout: Dropout,
+    /// Number of heads `h`.
+    pub n_heads: usize,
+}
+
+impl<B: Backend> MultiHeadAttention<B> {
+    /// Builds the layer for `config` (its `d_model`, `n_heads`, `bias`, `init`).
+    pub fn new(config: &ModelConfig, device: &B::Device) -> Self {
+        let d = config.d_model;
+        Self {
+            query: linear(d, d, config, Role::Plain, device),
+            key: linear(d, d, config, Role::Plain, device),
+            value: linear(d, d, config, Role::Plain, device),
+            output: linear(d, d, config, Role::ResidualOutput, device),
+            dropout: DropoutConfig::new(config.attention_dropout).init(),
+            n_heads: config.n_heads,
+        }
+    }
+
+    /// Attention of `x_query` over `x_memory` (the same tensor for self-attention).
+    ///
+    /// # Shapes
+    /// - `x_query`: `[batch, queries, d_model]`
+    /// - `x_memory`: `[batch, keys, d_model]`
+    /// - `mask`: broadcastable to `[batch, heads, queries, keys]`
+    /// - output: see [`AttentionOutput`]
+    pub fn forward(
+        &self,
+        x_query: Tensor<B, 3>,
+        x_memory: Tensor<B, 3>,
+        mask: Option<Tensor<B, 4, Bool>>,
+    ) -> AttentionOutput<B> {
+        let kv = self.keys_values(x_memory);
+        self.attend(x_query, &kv, mask)
+    }
+
+    /// Projects `x` to keys and values, split into heads (what a cache stores).
+    ///
+    /// # Shapes
+    /// - `x`: `[batch, keys, d_model]`
+    /// - output: `[batch, heads, keys, d_k]` each
+    pub fn keys_values(&self, x: Tensor<B, 3>) -> KeyValue<B> {
+        KeyValue {
+            keys: self.split_heads(self.key.forward(x.clone())),
+            values: self.split_heads(self.value.forward(x)),
+        }
+    }
+
+    /// Attention of `x_query` over already projected keys and values.
+    ///
+    /// # Shapes
+    /// - `x_query`: `[batch, queries, d_model]`
+    /// - `kv`: `[batch, heads, keys, d_k]`
+    /// - `mask`: broadcastable to `[batch, heads, queries, keys]`
+    /// - output: see [`AttentionOutput`]
+    pub fn attend(
+        &self,
+        x_query: Tensor<B, 3>,
+        kv: &KeyValue<B>,
+        mask: Option<Tensor<B, 4, Bool>>,
+    ) -> AttentionOutput<B> {
+        let q = self.split_heads(self.query.forward(x_query));
+        let (context, weights) = scaled_dot_product_attention(
+            q,
+            kv.keys.clone(),
+            kv.values.clone(),
+            mask,
+            &self.dropout,
+        );
+        let [batch, heads, queries, d_k] = context.dims();
+        // Concat(head₁..head_h): [batch, heads, queries, d_k] → [batch, queries, heads·d_k].
+        let concat = context
+            .swap_dims(1, 2)
+            .reshape([batch, queries, heads * d_k]);
+        AttentionOutput {
+            context: self.output.forward(concat),
+            weights,
+        }
+    }
+
+    /// `[batch, len, d_model]` → `[batch, heads, len, d_k]`.
+    fn split_heads(&self, x: Tensor<B, 3>) -> Tensor<B, 4> {
+        let [batch, len, d_model] = x.dims();
+        x.reshape([batch, len, self.n_heads, d_model / self.n_heads])
+            .swap_dims(1, 2)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mask::{causal_mask, combine, padding_from_lengths, padding_mask};
+    use crate::test_backend::TestBackend;
+    use burn::tensor::{Distribution, TensorData};
+    use proptest::prelude::*;
+
+    type T4 = Tensor<TestBackend, 4>;
+
+    fn random(shape: [usize; 4], seed: u64) -> T4 {
+        let device = Default::default();
+        let n: usize = shape.iter().product();
+        let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let values: Vec<f32> = (0..n)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                (state >> 40) as f32 / (1u64 << 24) as f32 * 4.0 - 2.0
+            })
+            .collect();
+        Tensor::from_data(TensorData::new(values, shape), &device)
+    }
+
+    fn no_dropout() -> Dropout {
+        DropoutConfig::new(0.0).init()
+    }
+
+    fn check_softmax_rows(
+        batch: usize,
+        heads: usize,
+        queries: usize,
+        keys: usize,
+        lengths: Vec<usize>,
+        seed: u64,
+    ) {
+        let device = Default::default();
+        let q = random([batch, heads, queries, 4], seed);
+        let k = random([batch, heads, keys, 4], seed + 1);
+        let v = random([batch, heads, keys, 4], seed + 2);
+        let pad = padding_mask(padding_from_lengths::<TestBackend>(&lengths, keys, &device));
+        let mask = combine(
+            Some(causal_mask::<TestBackend>(
+                queries,
+                keys,
+                keys - queries,
+                &device,
+            )),
+            Some(pad),
+        );
+        let (_, weights) = scaled_dot_product_attention(q, k, v, mask.clone(), &no_dropout());
+        let mask = mask
+            .unwrap()
+            .expand([batch, heads, queries, keys])
+            .into_data()
+            .to_vec::<bool>()
+            .unwrap();
+        let weights = weights.into_data().to_vec::<f32>().unwrap();
+        for (row, (w, m)) in weights.chunks(keys).zip(mask.chunks(keys)).enumerate() {
+            let sum: f32 = w.iter().sum();
+            assert!((sum - 1.0).abs() < 1e-5, "row {row} sums to {sum}");
+            if m.iter().any(|&masked| !masked) {
+                for (wi, &mi) in w.iter().zip(m) {
+                    assert!(!mi || *wi == 0.0, "masked key got weight {wi}");
+                }
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+        /// Every row of the attention weights sums to 1, masked keys get weight exactly 0,
+        /// and a fully masked row (a zero-length sequence) is finite.
+        #[test]
+        fn softmax_rows_sum_to_one_and_masked_weights_are_zero(
+            batch in 1usize..3, heads in 1usize..3, queries in 1usize..5, extra in 0usize..4,
+            seed in 0u64..1000, len_seed in 0usize..100,
+        ) {
+            let keys = queries + extra;
+            let lengths: Vec<usize> = (0..batch).map(|b| (len_seed + b * 7) % (keys + 1)).collect();
+            check_softmax_rows(batch, heads, queries, keys, lengths, seed);
+        }
+    }
+
+    #[test]
+    fn softmax_of_fully_masked_row_is_not_nan() {
+        let device = Default::default();
+        let q = random([1, 1, 2, 4], 1);
+        let k = random([1, 1, 3, 4], 2);
+        let v = random([1, 1, 3, 4], 3);
+        let mask = padding_mask(padding_from_lengths::<TestBackend>(&[0], 3, &device));
+        let (context, weights) = scaled_dot_product_attention(q, k, v, Some(mask), &no_dropout());
+        assert!(!context.contains_nan().into_scalar());
+        assert!(!weights.contains_nan().into_scalar());
+    }
+
+    /// Golden case: one query, two keys; scores (1·1, 1·0)/√1 = (1, 0); softmax = (e/(1+e),
+    /// 1/(1+e)) = (0.731059, 0.268941); output = weights · V.
+    #[test]
+    fn attention_golden_two_keys() {
+        let device = Default::default();
+        let q = Tensor::<TestBackend, 4>::from_floats([[[[1.0]]]], &device);
+        let k = Tensor::<TestBackend, 4>::from_floats([[[[1.0], [0.0]]]], &device);
+        let v = Tensor::<TestBackend, 4>::from_floats([[[[10.0], [20.0]]]], &device);
+        let (context, weights) = scaled_dot_product_attention(q, k, v, None, &no_dropout());
+        let w = weights.into_data().to_vec::<f32>().unwrap();
+        assert!((w[0] - 0.731_059).abs() < 1e-5 && (w[1] - 0.268_941).abs() < 1e-5);
+        let c = context.into_scalar();
+        assert!((c - (10.0 * 0.731_059 + 20.0 * 0.268_941)).abs() < 1e-4);
+    }
+
+    #[test]
+    fn multi_head_attention_shapes() {
+        let device = Default::default();
+        let config = ModelConfig {
+            d_model: 16,
+            n_heads: 4,
+            ..ModelConfig::base()
+        };
+        let mha = MultiHeadAttention::<TestBackend>::new(&config, &device);
+        let x = Tensor::<TestBackend, 3>::random([2, 5, 16], Distribution::Default, &device);
+        let m = Tensor::<TestBackend, 3>::random([2, 7, 16], Distribution::Default, &device);
+        let out = mha.forward(x, m, None);
+        assert_eq!(out.context.dims(), [2, 5, 16]);
+        assert_eq!(out.weights.dims(), [2, 4, 5, 7]);
+    }
+}

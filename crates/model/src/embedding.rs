@@ -1,0 +1,62 @@
+//! Token embeddings (paper section 3.4): a `[vocab, d_model]` matrix `E`, looked up and
+//! multiplied by √d_model, and reused transposed as the pre-softmax projection `x Eᵀ` when
+//! weights are tied.
+
+use burn::module::{Module, Param};
+use burn::tensor::module::{embedding, linear};
+use burn::tensor::{backend::Backend, Int, Tensor};
+
+use crate::config::ModelConfig;
+use crate::init::table;
+
+/// The embedding matrix `E` and its scale.
+#[derive(Module, Debug)]
+pub struct TokenEmbedding<B: Backend> {
+    /// `E`: `[vocab, d_model]`.
+    pub weight: Param<Tensor<B, 2>>,
+    /// √d_model when `scale_embeddings`, else 1.
+    pub scale: f64,
+}
+
+impl<B: Backend> TokenEmbedding<B> {
+    /// Builds `E` for `vocab_size` tokens with `config`'s width, scaling and initialization.
+    pub fn new(vocab_size: usize, config: &ModelConfig, device: &B::Device) -> Self {
+        let scale = if config.scale_embeddings {
+            (config.d_model as f64).sqrt()
+        } else {
+            1.0
+        };
+        Self {
+            weight: table(vocab_size, config, device),
+            scale,
+        }
+    }
+
+    /// Vocabulary size.
+    pub fn vocab_size(&self) -> usize {
+        self.weight.shape().dims::<2>()[0]
+    }
+
+    /// `scale · E[tokens]`.
+    ///
+    /// # Shapes
+    /// - `tokens`: `[batch, len]`
+    /// - output: `[batch, len, d_model]`
+    pub fn forward(&self, tokens: Tensor<B, 2, Int>) -> Tensor<B, 3> {
+        let x = embedding(self.weight.val(), tokens);
+        if self.scale == 1.0 {
+            x
+        } else {
+            x.mul_scalar(self.scale)
+        }
+    }
+
+    /// The tied output projection `x Eᵀ` (logits over the vocabulary).
+    ///
+    /// # Shapes
+    /// - `x`: `[batch, len, d_model]`
+    /// - output: `[batch, len, vocab]`
+    pub fn project(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
+        linear(x, self.weight.val().transpose(), None)
+    }
+}

@@ -1,0 +1,60 @@
+//! Position-wise feed-forward network (paper section 3.3, eq. 2):
+//! `FFN(x) = max(0, xW₁ + b₁)W₂ + b₂`, or with GELU in place of `max(0, ·)`.
+
+use burn::module::Module;
+use burn::nn::Linear;
+use burn::tensor::{activation::relu, backend::Backend, Tensor};
+
+use crate::config::{Activation, ModelConfig};
+use crate::gelu::gelu;
+use crate::init::{linear, Role};
+
+/// `W₂(act(W₁ x))`, applied to each position separately.
+#[derive(Module, Debug)]
+pub struct FeedForward<B: Backend> {
+    /// `W₁, b₁`: `d_model → d_ff`.
+    pub w_1: Linear<B>,
+    /// `W₂, b₂`: `d_ff → d_model` (a residual output projection).
+    pub w_2: Linear<B>,
+    /// The non-linearity.
+    pub activation: Activation,
+}
+
+impl<B: Backend> FeedForward<B> {
+    /// Builds the network for `config` (`d_model`, `d_ff`, `activation`, `bias`, `init`).
+    pub fn new(config: &ModelConfig, device: &B::Device) -> Self {
+        Self {
+            w_1: linear(config.d_model, config.d_ff, config, Role::Plain, device),
+            w_2: linear(
+                config.d_ff,
+                config.d_model,
+                config,
+                Role::ResidualOutput,
+                device,
+            ),
+            activation: config.activation,
+        }
+    }
+
+    /// # Shapes
+    /// - `x`: `[batch, len, d_model]`
+    /// - output: `[batch, len, d_model]`
+    pub fn forward(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
+        self.w_2
+            .forward(activate(self.w_1.forward(x), self.activation))
+    }
+}
+
+/// Applies `activation` element-wise.
+///
+/// # Shapes
+/// - `x`: any; output: same
+pub fn activate<B: Backend, const D: usize>(
+    x: Tensor<B, D>,
+    activation: Activation,
+) -> Tensor<B, D> {
+    match activation {
+        Activation::Relu => relu(x),
+        Activation::Gelu => gelu(x),
+    }
+}

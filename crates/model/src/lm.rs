@@ -1,0 +1,262 @@
+//! The decoder-only language model: token embedding (+ positions, dropout), `N` causal
+//! self-attention blocks, optional final LayerNorm, and the (tied) pre-softmax projection.
+//!
+//! By configuration alone this is the paper's decoder without cross-attention (post-norm,
+//! sinusoids, ReLU) or nanoGPT's GPT ([`ModelConfig::nanogpt_cpu`]: pre-norm, learned positions,
+//! no bias, final LayerNorm, tied, GELU, GPT-2 init).
+
+use burn::module::Module;
+use burn::nn::{Dropout, DropoutConfig, LayerNorm, Linear};
+use burn::tensor::{backend::Backend, Bool, Int, Tensor};
+
+use crate::cache::{select_opt, SelfCache};
+use crate::config::{ModelConfig, NormPosition};
+use crate::embedding::TokenEmbedding;
+use crate::encoder::{apply_final_norm, EncoderLayer};
+use crate::init::{linear, materialize, Role};
+use crate::mask::{causal_mask, combine};
+use crate::positions::PositionalEncoding;
+use crate::sublayer::layer_norm;
+
+/// A GPT-style language model.
+#[derive(Module, Debug)]
+pub struct LanguageModel<B: Backend> {
+    /// Token embedding `E` (also the output projection when tied).
+    pub embedding: TokenEmbedding<B>,
+    /// Positional encoding.
+    pub positions: PositionalEncoding<B>,
+    /// Dropout on embeddings + positions.
+    pub dropout: Dropout,
+    /// The causal self-attention blocks.
+    pub layers: Vec<EncoderLayer<B>>,
+    /// Final LayerNorm (pre-norm only).
+    pub final_norm: Option<LayerNorm<B>>,
+    /// Untied output projection `d_model → vocab` (no bias); `None` when tied to `E`.
+    pub output: Option<Linear<B>>,
+}
+
+/// The key/value cache of a [`LanguageModel`]: one per layer, plus the number of positions.
+#[derive(Clone, Debug)]
+pub struct LmCache<B: Backend> {
+    /// One self-attention cache per layer.
+    pub layers: Vec<SelfCache<B>>,
+    /// Positions already processed.
+    pub len: usize,
+}
+
+impl<B: Backend> LmCache<B> {
+    /// Keeps (repeats, reorders) the batch rows `indices`.
+    ///
+    /// # Shapes
+    /// - `indices`: `[new_batch]`
+    pub fn select(self, indices: Tensor<B, 1, Int>) -> Self {
+        Self {
+            layers: self
+                .layers
+                .into_iter()
+                .map(|c| select_opt(c, &indices))
+                .collect(),
+            len: self.len,
+        }
+    }
+}
+
+impl ModelConfig {
+    /// Builds the language model for a vocabulary of `vocab_size` tokens.
+    pub fn init_lm<B: Backend>(&self, vocab_size: usize, device: &B::Device) -> LanguageModel<B> {
+        let output_config = ModelConfig {
+            bias: false,
+            ..self.clone()
+        };
+        materialize(LanguageModel {
+            embedding: TokenEmbedding::new(vocab_size, self, device),
+            positions: PositionalEncoding::new(self, device),
+            dropout: DropoutConfig::new(self.dropout).init(),
+            layers: (0..self.n_layers)
+                .map(|_| EncoderLayer::new(self, device))
+                .collect(),
+            final_norm: (self.norm == NormPosition::Pre).then(|| layer_norm(self, device)),
+            output: (!self.tie_embeddings).then(|| {
+                linear(
+                    self.d_model,
+                    vocab_size,
+                    &output_config,
+                    Role::Plain,
+                    device,
+                )
+            }),
+        })
+    }
+}
+
+impl<B: Backend> LanguageModel<B> {
+    /// Next-token logits at every position.
+    ///
+    /// # Shapes
+    /// - `tokens`: `[batch, len]`
+    /// - output: `[batch, len, vocab]`
+    pub fn forward(&self, tokens: Tensor<B, 2, Int>) -> Tensor<B, 3> {
+        self.forward_cached(tokens, &mut self.empty_cache(), None).0
+    }
+
+    /// Logits and every layer's attention weights (for heat maps).
+    ///
+    /// # Shapes
+    /// - `tokens`: `[batch, len]`
+    /// - output: (`[batch, len, vocab]`, `n_layers` × `[batch, heads, len, len]`)
+    pub fn forward_with_attention(
+        &self,
+        tokens: Tensor<B, 2, Int>,
+    ) -> (Tensor<B, 3>, Vec<Tensor<B, 4>>) {
+        self.forward_cached(tokens, &mut self.empty_cache(), None)
+    }
+
+    /// An empty cache for incremental decoding.
+    pub fn empty_cache(&self) -> LmCache<B> {
+        LmCache {
+            layers: vec![None; self.layers.len()],
+            len: 0,
+        }
+    }
+
+    /// Logits of new positions that continue the cached ones; extends `cache`.
+    /// `key_padding` (`true` = padding) covers every key, cached and new.
+    ///
+    /// # Shapes
+    /// - `tokens`: `[batch, new]`
+    /// - `key_padding`: `[batch, cached + new]`
+    /// - output: (`[batch, new, vocab]`, `n_layers` × `[batch, heads, new, cached + new]`)
+    pub fn forward_cached(
+        &self,
+        tokens: Tensor<B, 2, Int>,
+        cache: &mut LmCache<B>,
+        key_padding: Option<Tensor<B, 2, Bool>>,
+    ) -> (Tensor<B, 3>, Vec<Tensor<B, 4>>) {
+        let [_, new] = tokens.dims();
+        let offset = cache.len;
+        let device = tokens.device();
+        let x = self.dropout.forward(
+            self.positions
+                .forward(self.embedding.forward(tokens), offset),
+        );
+        let causal = causal_mask::<B>(new, offset + new, offset, &device);
+        let mask = combine(Some(causal), key_padding.map(crate::mask::padding_mask));
+        let mut x = x;
+        let mut weights = Vec::with_capacity(self.layers.len());
+        for (layer, layer_cache) in self.layers.iter().zip(cache.layers.iter_mut()) {
+            let out = layer.forward_cached(x, mask.clone(), layer_cache);
+            x = out.x;
+            weights.push(out.self_weights);
+        }
+        cache.len += new;
+        (self.project(apply_final_norm(&self.final_norm, x)), weights)
+    }
+
+    /// The pre-softmax projection: `x Eᵀ` when tied, else the output linear map.
+    ///
+    /// # Shapes
+    /// - `x`: `[batch, len, d_model]`
+    /// - output: `[batch, len, vocab]`
+    pub fn project(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
+        match &self.output {
+            Some(output) => output.forward(x),
+            None => self.embedding.project(x),
+        }
+    }
+
+    /// Longest sequence the model can process (`block_size` with learned positions).
+    pub fn max_len(&self) -> Option<usize> {
+        self.positions.max_len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Arch, Init, Positions};
+    use crate::params::count;
+    use crate::test_backend::{TestAutodiffBackend, TestBackend};
+    use burn::tensor::TensorData;
+
+    fn tokens<B: Backend>(ids: &[i64], batch: usize, device: &B::Device) -> Tensor<B, 2, Int> {
+        Tensor::from_data(
+            TensorData::new(ids.to_vec(), [batch, ids.len() / batch]),
+            device,
+        )
+    }
+
+    #[test]
+    fn nanogpt_cpu_config_builds_with_the_nanogpt_param_count() {
+        let device = Default::default();
+        let model = ModelConfig::nanogpt_cpu().init_lm::<TestBackend>(65, &device);
+        assert_eq!(model.num_params(), 804_096);
+        let logits = model.forward(tokens(&[1, 2, 3, 4, 5, 6], 2, &device));
+        assert_eq!(logits.dims(), [2, 3, 65]);
+    }
+
+    #[test]
+    fn untied_lm_param_count_matches_config_count() {
+        let device = Default::default();
+        let config = ModelConfig {
+            arch: Arch::Lm,
+            d_model: 16,
+            n_heads: 2,
+            n_layers: 2,
+            d_ff: 24,
+            tie_embeddings: false,
+            positions: Positions::Learned,
+            block_size: 10,
+            ..ModelConfig::base()
+        };
+        let model = config.init_lm::<TestBackend>(11, &device);
+        assert_eq!(model.num_params() as u64, count(&config, 11).params);
+    }
+
+    /// The tied matrix is one parameter: its gradient is the sum of the gradients that the
+    /// input embedding and the output projection would each receive if they were separate
+    /// copies of the same values, and an SGD step therefore moves both uses identically.
+    #[test]
+    fn tied_weights_are_one_parameter() {
+        let device = Default::default();
+        let config = ModelConfig {
+            arch: Arch::Lm,
+            d_model: 8,
+            n_heads: 2,
+            n_layers: 1,
+            d_ff: 16,
+            dropout: 0.0,
+            init: Init::Gpt2,
+            ..ModelConfig::base()
+        };
+        let tied = config.init_lm::<TestAutodiffBackend>(7, &device);
+        let mut untied = tied.clone();
+        let copy = Tensor::<TestAutodiffBackend, 2>::from_data(
+            tied.embedding.weight.val().into_data(),
+            &device,
+        );
+        untied.output = Some(Linear {
+            weight: burn::module::Param::from_tensor(copy.transpose()),
+            bias: None,
+        });
+        assert_eq!(tied.num_params() + 7 * 8, untied.num_params());
+
+        let input = tokens::<TestAutodiffBackend>(&[1, 4, 2, 6, 0, 3], 1, &device);
+        let loss =
+            |m: &LanguageModel<TestAutodiffBackend>| m.forward(input.clone()).powi_scalar(2).mean();
+        let tied_grads = loss(&tied).backward();
+        let untied_grads = loss(&untied).backward();
+        let tied_grad = tied.embedding.weight.grad(&tied_grads).unwrap();
+        let input_grad = untied.embedding.weight.grad(&untied_grads).unwrap();
+        let output_grad = untied
+            .output
+            .as_ref()
+            .unwrap()
+            .weight
+            .grad(&untied_grads)
+            .unwrap()
+            .transpose();
+        tied_grad
+            .into_data()
+            .assert_approx_eq::<f32>(&(input_grad + output_grad).into_data(), Default::default());
+    }
+}

@@ -1,0 +1,160 @@
+//! Checkpoints: `checkpoints/step-NNNNNNN/` holding `model.mpk` (Burn's named MessagePack
+//! recorder, full precision), `optimizer.mpk` and `state.json` (step, epoch, data position,
+//! seed, best validation loss). Each is written under a temporary name and renamed into place,
+//! so a crash never leaves a half-written checkpoint under a final name (DESIGN.md section 5).
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// What is needed, besides weights and optimizer moments, to continue exactly.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrainState {
+    /// Optimizer steps taken (counted from 1).
+    pub step: u64,
+    /// Completed passes over the training data.
+    pub epoch: u64,
+    /// Batches drawn so far (every random stream derives from `(seed, position)`).
+    pub data_position: u64,
+    /// The run's seed.
+    pub seed: u64,
+    /// Best validation loss so far and the step it was reached at.
+    pub best_valid_loss: Option<f64>,
+    pub best_step: Option<u64>,
+    /// Evaluations since the best one (for early stopping).
+    pub evals_without_improvement: u64,
+    /// Training tokens processed.
+    pub tokens: u64,
+    /// Wall time spent training, across resumes.
+    pub wall_s: f64,
+}
+
+/// A checkpoint that cannot be used; names the path.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{path}: corrupt or truncated checkpoint: {message}")]
+    Corrupt { path: PathBuf, message: String },
+    #[error("no checkpoint to resume in {0}")]
+    NoCheckpoint(PathBuf),
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CheckpointError + '_ {
+    move |source| CheckpointError::Io { path: path.to_path_buf(), source }
+}
+
+/// The directory name of step `step`.
+pub fn step_dir_name(step: u64) -> String {
+    format!("step-{step:07}")
+}
+
+/// Writes a checkpoint into `final_dir` atomically: `write` fills a temporary sibling
+/// directory, which is then renamed over `final_dir`.
+pub fn write_atomically(
+    final_dir: &Path,
+    state: &TrainState,
+    write: impl FnOnce(&Path) -> Result<(), String>,
+) -> Result<(), CheckpointError> {
+    let parent = final_dir.parent().expect("checkpoint dir has a parent");
+    std::fs::create_dir_all(parent).map_err(io(parent))?;
+    let name = final_dir.file_name().expect("named").to_string_lossy();
+    let tmp = parent.join(format!(".{name}.tmp-{}", std::process::id()));
+    if tmp.exists() {
+        std::fs::remove_dir_all(&tmp).map_err(io(&tmp))?;
+    }
+    std::fs::create_dir_all(&tmp).map_err(io(&tmp))?;
+    write(&tmp).map_err(|message| CheckpointError::Corrupt { path: tmp.clone(), message })?;
+    let json = serde_json::to_string_pretty(state).expect("state serializes");
+    std::fs::write(tmp.join("state.json"), json).map_err(io(&tmp))?;
+    if final_dir.exists() {
+        std::fs::remove_dir_all(final_dir).map_err(io(final_dir))?;
+    }
+    std::fs::rename(&tmp, final_dir).map_err(io(final_dir))
+}
+
+/// Reads `dir/state.json`.
+pub fn read_state(dir: &Path) -> Result<TrainState, CheckpointError> {
+    let path = dir.join("state.json");
+    let text = std::fs::read_to_string(&path).map_err(io(&path))?;
+    serde_json::from_str(&text).map_err(|e| CheckpointError::Corrupt { path, message: e.to_string() })
+}
+
+/// The checkpoints under `root`, oldest first: `(step, dir)`.
+pub fn list(root: &Path) -> Vec<(u64, PathBuf)> {
+    let Ok(entries) = std::fs::read_dir(root) else { return Vec::new() };
+    let mut found: Vec<(u64, PathBuf)> = entries
+        .filter_map(|e| {
+            let path = e.ok()?.path();
+            let step = path.file_name()?.to_str()?.strip_prefix("step-")?.parse().ok()?;
+            path.join("state.json").is_file().then_some((step, path))
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// The newest checkpoint under `root`.
+pub fn latest(root: &Path) -> Option<(u64, PathBuf)> {
+    list(root).pop()
+}
+
+/// Removes all but the newest `keep` checkpoints.
+pub fn prune(root: &Path, keep: usize) -> Result<(), CheckpointError> {
+    let all = list(root);
+    for (_, dir) in all.iter().take(all.len().saturating_sub(keep)) {
+        std::fs::remove_dir_all(dir).map_err(io(dir))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(step: u64) -> TrainState {
+        TrainState {
+            step,
+            epoch: 0,
+            data_position: step,
+            seed: 1,
+            best_valid_loss: None,
+            best_step: None,
+            evals_without_improvement: 0,
+            tokens: 0,
+            wall_s: 0.0,
+        }
+    }
+
+    #[test]
+    fn checkpoints_are_listed_in_order_and_pruned_to_the_newest() {
+        let dir = tempfile::tempdir().unwrap();
+        for step in [10, 30, 20] {
+            let d = dir.path().join(step_dir_name(step));
+            write_atomically(&d, &state(step), |_| Ok(())).unwrap();
+        }
+        // A half-written checkpoint (no state.json) is not a checkpoint.
+        std::fs::create_dir_all(dir.path().join(".step-0000040.tmp-1")).unwrap();
+        assert_eq!(list(dir.path()).iter().map(|c| c.0).collect::<Vec<_>>(), [10, 20, 30]);
+        prune(dir.path(), 2).unwrap();
+        assert_eq!(list(dir.path()).iter().map(|c| c.0).collect::<Vec<_>>(), [20, 30]);
+        assert_eq!(read_state(&latest(dir.path()).unwrap().1).unwrap(), state(30));
+    }
+
+    #[test]
+    fn a_failed_write_leaves_no_checkpoint_under_the_final_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join(step_dir_name(5));
+        assert!(write_atomically(&d, &state(5), |_| Err("disk full".into())).is_err());
+        assert!(!d.exists());
+        assert!(list(dir.path()).is_empty());
+    }
+
+    #[test]
+    fn corrupt_state_is_refused_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("state.json"), "{\"step\": 3,").unwrap();
+        let err = read_state(dir.path()).unwrap_err();
+        assert!(err.to_string().contains("state.json: corrupt or truncated checkpoint"), "{err}");
+    }
+}

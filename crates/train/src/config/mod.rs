@@ -1,0 +1,216 @@
+//! Run configuration: TOML files laid over the built-in defaults (`configs/default.toml`),
+//! then `--set section.key=value` overrides, then checked key by key (DESIGN.md section 4).
+//!
+//! Rules: a file names only what it changes; an unknown section or key is an error naming it
+//! (`unknown key model.flux_capacitor`); a value of the wrong type names the key and what was
+//! expected; invalid combinations name the keys (`model.n_heads = 3 must divide
+//! model.d_model = 100`).
+
+mod sections;
+
+use std::path::{Path, PathBuf};
+
+use attend_model::ModelConfig;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use toml::{Table, Value};
+
+pub use sections::{
+    DataConfig, DecodeConfig, EvalConfig, OptimizerKind, Sampling, ScheduleKind, TokenizerKind,
+    TrainConfig,
+};
+
+/// The built-in defaults, also the runner's embedded default experiment.
+pub const DEFAULT_TOML: &str = include_str!("../../../../configs/default.toml");
+
+/// A whole experiment.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunConfig {
+    pub data: DataConfig,
+    pub model: ModelConfig,
+    pub train: TrainConfig,
+    pub eval: EvalConfig,
+    pub decode: DecodeConfig,
+}
+
+/// A configuration that cannot be used; each names the file and key at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{origin}: {message}")]
+    Syntax { origin: String, message: String },
+    #[error("{origin}: unknown section [{section}]")]
+    UnknownSection { origin: String, section: String },
+    #[error("{origin}: unknown key {key}")]
+    UnknownKey { origin: String, key: String },
+    #[error("{origin}: {key}: {message}")]
+    BadValue { origin: String, key: String, message: String },
+    #[error("--set {arg:?}: expected section.key=value")]
+    BadSet { arg: String },
+    #[error("{0}")]
+    Model(#[from] attend_model::ConfigError),
+    #[error("{key} = {value}: expected {expected}")]
+    Invalid { key: &'static str, value: String, expected: &'static str },
+}
+
+impl RunConfig {
+    /// The defaults, with `file` (if any) laid over them and then each `--set` override.
+    pub fn load(file: Option<&Path>, sets: &[String]) -> Result<Self, ConfigError> {
+        let mut table = parse(DEFAULT_TOML, "configs/default.toml")?;
+        let mut origin = "configs/default.toml".to_string();
+        if let Some(path) = file {
+            let text = std::fs::read_to_string(path)
+                .map_err(|source| ConfigError::Io { path: path.to_path_buf(), source })?;
+            origin = path.display().to_string();
+            lay_over(&mut table, parse(&text, &origin)?, &origin)?;
+        }
+        for arg in sets {
+            let (key, value) = parse_set(arg)?;
+            let (section, name) = key.split_once('.').ok_or(ConfigError::BadSet { arg: arg.clone() })?;
+            let mut layer = Table::new();
+            layer.insert(section.into(), Value::Table(Table::from_iter([(name.to_string(), value)])));
+            lay_over(&mut table, layer, "--set")?;
+        }
+        Self::from_table(table, &origin)
+    }
+
+    /// Reads a fully resolved `config.toml` (a run directory's), with the same checks.
+    pub fn from_resolved(path: &Path) -> Result<Self, ConfigError> {
+        Self::load(Some(path), &[])
+    }
+
+    fn from_table(table: Table, origin: &str) -> Result<Self, ConfigError> {
+        let config = RunConfig {
+            data: section(&table, "data", origin)?,
+            model: section(&table, "model", origin)?,
+            train: section(&table, "train", origin)?,
+            eval: section(&table, "eval", origin)?,
+            decode: section(&table, "decode", origin)?,
+        };
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The fully resolved configuration as TOML (a run directory's `config.toml`).
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).expect("configs serialize")
+    }
+
+    /// Checks the combinations that serde cannot.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.model.validate()?;
+        let t = &self.train;
+        let positive = |key: &'static str, ok: bool, value: String| {
+            if ok { Ok(()) } else { Err(ConfigError::Invalid { key, value, expected: "a positive number" }) }
+        };
+        positive("train.lr", t.lr > 0.0 && t.lr.is_finite(), t.lr.to_string())?;
+        positive("train.batch_size", t.batch_size > 0, t.batch_size.to_string())?;
+        positive("train.max_steps", t.max_steps > 0, t.max_steps.to_string())?;
+        positive("train.grad_accum", t.grad_accum > 0, t.grad_accum.to_string())?;
+        positive("train.eval_every", t.eval_every > 0, t.eval_every.to_string())?;
+        positive("train.checkpoint_every", t.checkpoint_every > 0, t.checkpoint_every.to_string())?;
+        positive("eval.batch_size", self.eval.batch_size > 0, self.eval.batch_size.to_string())?;
+        positive("eval.dynamic_segment", self.eval.dynamic_segment > 0, self.eval.dynamic_segment.to_string())?;
+        let unit = |key: &'static str, v: f64| {
+            if (0.0..1.0).contains(&v) { Ok(()) } else {
+                Err(ConfigError::Invalid { key, value: v.to_string(), expected: "a number in [0, 1)" })
+            }
+        };
+        unit("train.beta1", t.beta1)?;
+        unit("train.beta2", t.beta2)?;
+        unit("train.label_smoothing", t.label_smoothing)?;
+        unit("train.momentum", t.momentum)?;
+        if !(t.eps > 0.0) {
+            return Err(ConfigError::Invalid { key: "train.eps", value: t.eps.to_string(), expected: "a positive number" });
+        }
+        if !(t.clip_norm >= 0.0) || !(t.weight_decay >= 0.0) || !(t.min_lr >= 0.0) {
+            return Err(ConfigError::Invalid {
+                key: "train.clip_norm / train.weight_decay / train.min_lr",
+                value: format!("{} / {} / {}", t.clip_norm, t.weight_decay, t.min_lr),
+                expected: "non-negative numbers",
+            });
+        }
+        let d = &self.decode;
+        positive("decode.beam", d.beam > 0, d.beam.to_string())?;
+        if !(d.top_p > 0.0 && d.top_p <= 1.0) {
+            return Err(ConfigError::Invalid { key: "decode.top_p", value: d.top_p.to_string(), expected: "a number in (0, 1]" });
+        }
+        if !(d.temperature >= 0.0) {
+            return Err(ConfigError::Invalid { key: "decode.temperature", value: d.temperature.to_string(), expected: "a non-negative number" });
+        }
+        Ok(())
+    }
+}
+
+fn parse(text: &str, origin: &str) -> Result<Table, ConfigError> {
+    text.parse::<Table>()
+        .map_err(|e| ConfigError::Syntax { origin: origin.into(), message: e.to_string().trim().replace('\n', " ") })
+}
+
+/// `section.key=value`; the value is TOML (`3`, `0.1`, `true`, `"x"`), or a bare string.
+fn parse_set(arg: &str) -> Result<(String, Value), ConfigError> {
+    let (key, raw) = arg.split_once('=').ok_or(ConfigError::BadSet { arg: arg.into() })?;
+    let key = key.trim();
+    if key.is_empty() {
+        return Err(ConfigError::BadSet { arg: arg.into() });
+    }
+    let value = format!("v = {raw}")
+        .parse::<Table>()
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| Value::String(raw.trim().to_string()));
+    Ok((key.to_string(), value))
+}
+
+/// Lays `layer` over `base`, refusing sections and keys that `base` does not have.
+fn lay_over(base: &mut Table, layer: Table, origin: &str) -> Result<(), ConfigError> {
+    for (section, value) in layer {
+        let Some(Value::Table(target)) = base.get_mut(&section) else {
+            return Err(ConfigError::UnknownSection { origin: origin.into(), section });
+        };
+        let Value::Table(entries) = value else {
+            return Err(ConfigError::BadValue {
+                origin: origin.into(),
+                key: section,
+                message: "expected a [section] of keys".into(),
+            });
+        };
+        for (key, value) in entries {
+            if !target.contains_key(&key) {
+                return Err(ConfigError::UnknownKey { origin: origin.into(), key: format!("{section}.{key}") });
+            }
+            target.insert(key, value);
+        }
+    }
+    Ok(())
+}
+
+/// Deserializes one section; a bad value is reported with its key, found by trying each key
+/// over the defaults alone.
+fn section<T: DeserializeOwned>(table: &Table, name: &str, origin: &str) -> Result<T, ConfigError> {
+    let entries = match table.get(name) {
+        Some(Value::Table(t)) => t.clone(),
+        _ => return Err(ConfigError::UnknownSection { origin: origin.into(), section: name.into() }),
+    };
+    T::deserialize(Value::Table(entries.clone())).map_err(|whole| {
+        let defaults = parse(DEFAULT_TOML, "configs/default.toml").expect("defaults parse");
+        let base = defaults[name].as_table().expect("section").clone();
+        for (key, value) in &entries {
+            let mut probe = base.clone();
+            probe.insert(key.clone(), value.clone());
+            if let Err(e) = T::deserialize(Value::Table(probe)) {
+                return ConfigError::BadValue {
+                    origin: origin.into(),
+                    key: format!("{name}.{key}"),
+                    message: format!("{} (found {value})", e.message().trim()),
+                };
+            }
+        }
+        ConfigError::BadValue { origin: origin.into(), key: name.into(), message: whole.message().into() }
+    })
+}
+
+#[cfg(test)]
+mod tests;

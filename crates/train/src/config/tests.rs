@@ -1,0 +1,104 @@
+//! The configuration rules of DESIGN.md section 4.
+
+use super::*;
+
+fn write(dir: &tempfile::TempDir, text: &str) -> PathBuf {
+    let path = dir.path().join("exp.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn load_text(text: &str) -> Result<RunConfig, ConfigError> {
+    let dir = tempfile::tempdir().unwrap();
+    RunConfig::load(Some(&write(&dir, text)), &[])
+}
+
+#[test]
+fn every_key_of_every_section_is_spelled_out_in_the_defaults() {
+    let defaults: Table = DEFAULT_TOML.parse().unwrap();
+    let resolved: Table = RunConfig::load(None, &[]).unwrap().to_toml().parse().unwrap();
+    for (section, keys) in &resolved {
+        let want: Vec<&String> = keys.as_table().unwrap().keys().collect();
+        let have: Vec<&String> = defaults[section].as_table().unwrap().keys().collect();
+        assert_eq!(want, have, "section [{section}]");
+    }
+}
+
+#[test]
+fn every_committed_config_loads() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            RunConfig::load(Some(&path), &[]).unwrap_or_else(|e| panic!("{e}"));
+            n += 1;
+        }
+    }
+    assert!(n >= 1);
+}
+
+#[test]
+fn a_file_names_only_what_it_changes() {
+    let config = load_text("[model]\nn_layers = 3\n").unwrap();
+    let defaults = RunConfig::load(None, &[]).unwrap();
+    assert_eq!(config.model.n_layers, 3);
+    assert_eq!(config.model.d_model, defaults.model.d_model);
+    assert_eq!(config.train, defaults.train);
+}
+
+#[test]
+fn unknown_keys_and_sections_are_errors_naming_them() {
+    let err = load_text("[model]\nflux_capacitor = 1\n").unwrap_err();
+    assert!(err.to_string().ends_with("unknown key model.flux_capacitor"), "{err}");
+    let err = load_text("[optimiser]\nlr = 1\n").unwrap_err();
+    assert!(err.to_string().ends_with("unknown section [optimiser]"), "{err}");
+    let err = RunConfig::load(None, &["train.learning_rate=0.1".into()]).unwrap_err();
+    assert_eq!(err.to_string(), "--set: unknown key train.learning_rate");
+}
+
+#[test]
+fn wrong_types_name_the_key_and_the_expectation() {
+    let err = load_text("[model]\nn_heads = \"four\"\n").unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("model.n_heads") && msg.contains("four"), "{msg}");
+    let err = load_text("[model]\nnorm = \"sideways\"\n").unwrap_err();
+    assert!(err.to_string().contains("model.norm"), "{err}");
+    let err = load_text("[model\n").unwrap_err();
+    assert!(matches!(err, ConfigError::Syntax { .. }), "{err}");
+}
+
+#[test]
+fn invalid_combinations_name_the_keys() {
+    let err = load_text("[model]\nd_model = 100\nn_heads = 3\n").unwrap_err();
+    assert_eq!(err.to_string(), "model.n_heads = 3 must divide model.d_model = 100");
+    let err = load_text("[model]\ndropout = 1.0\n").unwrap_err();
+    assert!(err.to_string().starts_with("model.dropout = 1"), "{err}");
+    let err = load_text("[train]\nlr = -1\n").unwrap_err();
+    assert!(err.to_string().starts_with("train.lr = -1"), "{err}");
+}
+
+#[test]
+fn set_overrides_apply_after_the_file_with_the_same_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(&dir, "[train]\nlr = 0.5\nmax_steps = 7\n");
+    let sets = ["train.lr=0.25".to_string(), "data.dataset=ptb".into(), "model.bias=false".into()];
+    let config = RunConfig::load(Some(&path), &sets).unwrap();
+    assert_eq!(config.train.lr, 0.25);
+    assert_eq!(config.train.max_steps, 7);
+    assert_eq!(config.data.dataset, "ptb");
+    assert!(!config.model.bias);
+    let err = RunConfig::load(None, &["model.n_layers".into()]).unwrap_err();
+    assert!(matches!(err, ConfigError::BadSet { .. }), "{err}");
+    let err = RunConfig::load(None, &["model.n_layers=0".into()]).unwrap_err();
+    assert_eq!(err.to_string(), "model.n_layers = 0 must be at least 1");
+}
+
+#[test]
+fn resolved_config_round_trips_through_toml() {
+    let config = load_text("[model]\nn_layers = 3\n[train]\nlr = 0.01\n").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.toml");
+    std::fs::write(&path, config.to_toml()).unwrap();
+    assert_eq!(RunConfig::from_resolved(&path).unwrap(), config);
+}

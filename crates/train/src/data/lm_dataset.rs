@@ -1,0 +1,162 @@
+//! Language-modeling datasets as token streams: generated (`synthetic-lm`), named
+//! (`tiny-shakespeare`, `ptb`, read from the data directory with the file names of
+//! `../shared/data`, gzip read directly) or any text file by path.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use super::markov::MarkovSpec;
+use super::synthetic::synthetic_lm;
+use super::vocab::Vocab;
+use crate::config::{DataConfig, TokenizerKind};
+
+/// Train / valid / test token streams and what is needed to read them back as text.
+pub struct LmData {
+    pub train: Vec<u32>,
+    pub valid: Vec<u32>,
+    pub test: Vec<u32>,
+    pub vocab: Vocab,
+    /// Generated data: the source's entropy rate (nats per token), the floor of the loss.
+    pub entropy_rate: Option<f64>,
+    /// Generated data: positions with fewer tokens of context than this are left out of the
+    /// validation loss (the source's order), so it compares with the entropy rate.
+    pub min_context: usize,
+    /// Words and characters of the validation text, for per-word and per-character figures.
+    pub valid_words: u64,
+    pub valid_chars: u64,
+}
+
+/// A dataset that cannot be read; names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum DataError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{path}: invalid UTF-8 at line {line}")]
+    Utf8 { path: PathBuf, line: usize },
+    #[error("{path}: the {split} split is empty")]
+    Empty { path: PathBuf, split: &'static str },
+    #[error("data.dataset = {0:?}: not a language-modeling dataset (expected synthetic-lm, tiny-shakespeare, ptb or a text file)")]
+    Unknown(String),
+    #[error("data.tokenizer = \"bpe\" is not supported for language modeling yet; use char or word")]
+    BpeLm,
+    #[error("{path}: {symbol:?} of the {split} split is not in the vocabulary")]
+    UnknownSymbol { path: PathBuf, split: &'static str, symbol: String },
+}
+
+/// Reads a UTF-8 text file, decompressing `.gz`; errors name the file (and line).
+pub fn read_text(path: &Path) -> Result<String, DataError> {
+    let io = |source| DataError::Io { path: path.to_path_buf(), source };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let mut bytes = Vec::new();
+    if path.extension().is_some_and(|e| e == "gz") {
+        flate2::read::MultiGzDecoder::new(file).read_to_end(&mut bytes).map_err(io)?;
+    } else {
+        std::io::BufReader::new(file).read_to_end(&mut bytes).map_err(io)?;
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        let line = e.as_bytes()[..e.utf8_error().valid_up_to()].iter().filter(|&&b| b == b'\n').count() + 1;
+        DataError::Utf8 { path: path.to_path_buf(), line }
+    })
+}
+
+/// `dir/name`, or `dir/name.gz` if only that exists.
+fn data_file(dir: &Path, name: &str) -> PathBuf {
+    let plain = dir.join(name);
+    let gz = dir.join(format!("{name}.gz"));
+    if !plain.exists() && gz.exists() { gz } else { plain }
+}
+
+/// Loads the language-modeling dataset that `config` names.
+pub fn load_lm(config: &DataConfig, data_dir: &Path) -> Result<LmData, DataError> {
+    match config.dataset.as_str() {
+        "synthetic-lm" => Ok(generated(config)),
+        "tiny-shakespeare" => split_file(config, &data_dir.join("tinyshakespeare/input.txt")),
+        "ptb" => {
+            let dir = data_dir.join("ptb");
+            let [train, valid, test] = ["train", "valid", "test"].map(|s| data_file(&dir, &format!("ptb.{s}.txt")));
+            let texts = [read_text(&train)?, read_text(&valid)?, read_text(&test)?];
+            from_texts(config, &texts, &[train, valid, test])
+        }
+        other if Path::new(other).is_file() => split_file(config, Path::new(other)),
+        other => Err(DataError::Unknown(other.to_string())),
+    }
+}
+
+fn generated(config: &DataConfig) -> LmData {
+    let spec = MarkovSpec {
+        vocab: config.synthetic_vocab,
+        order: config.synthetic_order,
+        branching: config.synthetic_branching,
+        epsilon: config.synthetic_epsilon,
+    };
+    let data = synthetic_lm(spec, config.seed, config.synthetic_size);
+    let vocab = Vocab::from_symbols("word", data.source.words().to_vec());
+    let valid_words = data.splits.valid.len() as u64;
+    let valid_chars = data.splits.valid.iter().map(|&w| vocab.symbols[w as usize].len() as u64 + 1).sum();
+    LmData {
+        entropy_rate: Some(data.source.entropy_rate()),
+        min_context: spec.order,
+        train: data.splits.train,
+        valid: data.splits.valid,
+        test: data.splits.test,
+        vocab,
+        valid_words,
+        valid_chars,
+    }
+}
+
+/// One file split as nanoGPT does: the first 90% of characters train, the rest validate
+/// (and test: there is no third split).
+fn split_file(config: &DataConfig, path: &Path) -> Result<LmData, DataError> {
+    let text = read_text(path)?;
+    let cut = text.char_indices().nth(text.chars().count() * 9 / 10).map_or(text.len(), |(i, _)| i);
+    let (train, valid) = text.split_at(cut);
+    let texts = [train.to_string(), valid.to_string(), valid.to_string()];
+    let paths = [path.to_path_buf(), path.to_path_buf(), path.to_path_buf()];
+    // Characters: the vocabulary is every character of the file (nanoGPT builds it so).
+    let vocab_text = (config.tokenizer == TokenizerKind::Char).then_some(text.as_str());
+    from_texts_with(config, &texts, &paths, vocab_text)
+}
+
+fn from_texts(config: &DataConfig, texts: &[String; 3], paths: &[PathBuf; 3]) -> Result<LmData, DataError> {
+    from_texts_with(config, texts, paths, None)
+}
+
+fn from_texts_with(
+    config: &DataConfig,
+    texts: &[String; 3],
+    paths: &[PathBuf; 3],
+    vocab_text: Option<&str>,
+) -> Result<LmData, DataError> {
+    const SPLITS: [&str; 3] = ["train", "valid", "test"];
+    for ((text, path), split) in texts.iter().zip(paths).zip(SPLITS) {
+        if text.trim().is_empty() {
+            return Err(DataError::Empty { path: path.clone(), split });
+        }
+    }
+    let vocab = match config.tokenizer {
+        TokenizerKind::Char => Vocab::chars(vocab_text.unwrap_or(&texts[0])),
+        TokenizerKind::Word => Vocab::words(&texts[0], config.vocab_size),
+        TokenizerKind::Bpe => return Err(DataError::BpeLm),
+    };
+    let mut streams = Vec::with_capacity(3);
+    for ((text, path), split) in texts.iter().zip(paths).zip(SPLITS) {
+        let ids = vocab
+            .encode(text)
+            .map_err(|symbol| DataError::UnknownSymbol { path: path.clone(), split, symbol })?;
+        streams.push(ids);
+    }
+    let test = streams.pop().expect("three splits");
+    let valid = streams.pop().expect("three splits");
+    let train = streams.pop().expect("three splits");
+    Ok(LmData {
+        train,
+        valid,
+        test,
+        vocab,
+        entropy_rate: None,
+        min_context: 0,
+        valid_words: texts[1].split_whitespace().count() as u64 + texts[1].lines().count() as u64,
+        valid_chars: texts[1].chars().count() as u64,
+    })
+}

@@ -1,0 +1,8 @@
+//! Data: generated and named datasets, vocabularies, and batching.
+
+pub mod lm_batches;
+pub mod lm_dataset;
+pub mod markov;
+pub mod mt_batches;
+pub mod synthetic;
+pub mod vocab;

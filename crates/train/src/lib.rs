@@ -1,0 +1,17 @@
+//! # attend-train: from text files to a trained, evaluated Transformer
+//!
+//! Wires the other crates together: datasets and their tokenization (characters, words, or
+//! `attend-bpe`), batching, the TOML run configuration, learning-rate schedules, and (to come)
+//! the training loop, checkpoints and evaluation with `attend-metrics`. Models come from
+//! `attend-model`. See DESIGN.md sections 4, 5 and 7.
+
+pub mod checkpoint;
+pub mod config;
+pub mod data;
+pub mod lm_eval;
+pub mod lm_loop;
+pub mod metrics_log;
+pub mod objective;
+pub mod optimizer;
+pub mod rng;
+pub mod schedule;

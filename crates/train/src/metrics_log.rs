@@ -1,0 +1,82 @@
+//! `metrics.jsonl`: one JSON object per line, each with `event` and `step` (DESIGN.md
+//! section 5). A resumed run first cuts the file back to its checkpoint's step, dropping a
+//! partial last line that a SIGKILL may have left, then appends.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+/// The log of one run.
+pub struct MetricsLog {
+    path: PathBuf,
+}
+
+impl MetricsLog {
+    pub fn new(path: PathBuf) -> Self {
+        MetricsLog { path }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends one event (a JSON object) as a line.
+    pub fn append(&self, event: &Value) -> std::io::Result<()> {
+        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&self.path)?;
+        let mut line = event.to_string();
+        line.push('\n');
+        file.write_all(line.as_bytes())
+    }
+
+    /// Keeps the complete lines whose `step` is at most `step` (and no `summary`), dropping
+    /// everything after; rewrites the file atomically.
+    pub fn cut_to_step(&self, step: u64) -> std::io::Result<()> {
+        let text = match std::fs::read_to_string(&self.path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let mut kept = String::new();
+        for line in text.split_inclusive('\n') {
+            if !line.ends_with('\n') {
+                break; // a partial line: the process died while writing it
+            }
+            let Ok(v) = serde_json::from_str::<Value>(line) else { break };
+            let line_step = v["step"].as_u64().unwrap_or(u64::MAX);
+            if line_step > step || v["event"] == "summary" {
+                break;
+            }
+            kept.push_str(line);
+        }
+        let tmp = self.path.with_extension("jsonl.tmp");
+        std::fs::write(&tmp, kept)?;
+        std::fs::rename(tmp, &self.path)
+    }
+
+    /// Every event of the log, in order (the loss plot reads this).
+    pub fn read(&self) -> std::io::Result<Vec<Value>> {
+        let text = std::fs::read_to_string(&self.path)?;
+        Ok(text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn cutting_keeps_whole_lines_up_to_the_step_and_drops_a_partial_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = MetricsLog::new(dir.path().join("metrics.jsonl"));
+        for step in 1..=5 {
+            log.append(&json!({"event": "train", "step": step, "loss": 1.0})).unwrap();
+        }
+        let mut f = std::fs::OpenOptions::new().append(true).open(log.path()).unwrap();
+        f.write_all(b"{\"event\": \"train\", \"st").unwrap();
+        log.cut_to_step(3).unwrap();
+        let steps: Vec<u64> = log.read().unwrap().iter().map(|v| v["step"].as_u64().unwrap()).collect();
+        assert_eq!(steps, [1, 2, 3]);
+    }
+}

@@ -1,0 +1,134 @@
+//! `cargo xtask train`: resolve the configuration, pick the backend, run the loop with a
+//! progress bar, print the summary (DESIGN.md sections 4 and 5).
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+
+use anyhow::{bail, Context, Result};
+use attend_train::config::RunConfig;
+use attend_train::lm_loop::{train_lm, LmSummary, Observer, RunOptions};
+use clap::{Args, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+
+#[derive(Args)]
+pub struct TrainArgs {
+    /// Experiment file laid over the built-in defaults (configs/default.toml).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Directory holding the named datasets (default: $ATTEND_DATA_DIR, else data/).
+    #[arg(long, env = "ATTEND_DATA_DIR", default_value = "data")]
+    data_dir: PathBuf,
+    /// Run directory (default: runs/<config file stem>, runs/default without --config).
+    #[arg(long)]
+    run: Option<PathBuf>,
+    /// Compute backend.
+    #[arg(long, value_enum, default_value_t = Backend::Ndarray)]
+    backend: Backend,
+    /// Continue the run in --run from its last checkpoint, with its own config.toml.
+    #[arg(long)]
+    resume: bool,
+    /// Override one key: --set section.key=value (repeatable; same rules as files).
+    #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
+    sets: Vec<String>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Backend {
+    /// CPU, burn-ndarray.
+    Ndarray,
+    /// GPU, burn-wgpu (needs a build with the `wgpu` feature).
+    Wgpu,
+}
+
+pub fn run(args: TrainArgs) -> Result<()> {
+    let run_dir = args.run.clone().unwrap_or_else(|| {
+        let stem = args.config.as_ref().and_then(|c| c.file_stem()).map_or("default".into(), |s| s.to_string_lossy().into_owned());
+        PathBuf::from("runs").join(stem)
+    });
+    let config = if args.resume {
+        if args.config.is_some() || !args.sets.is_empty() {
+            bail!("--resume takes the configuration from {}/config.toml; drop --config and --set", run_dir.display());
+        }
+        let path = run_dir.join("config.toml");
+        if !path.is_file() {
+            bail!("no checkpoint to resume in {}", run_dir.display());
+        }
+        RunConfig::from_resolved(&path)?
+    } else {
+        RunConfig::load(args.config.as_deref(), &args.sets)?
+    };
+    if args.backend == Backend::Wgpu {
+        bail!("--backend wgpu: this build has no wgpu backend yet; use --backend ndarray");
+    }
+    type B = burn::backend::Autodiff<burn_ndarray::NdArray<f32>>;
+    let device = Default::default();
+    let opts = RunOptions { run_dir: run_dir.clone(), data_dir: args.data_dir, resume: args.resume };
+    let mut bar = Bar::new();
+    let stop = AtomicBool::new(false);
+    let summary = train_lm::<B>(&config, &opts, &device, &mut bar, &stop)
+        .with_context(|| format!("training in {}", run_dir.display()))?;
+    bar.bar.finish_and_clear();
+    print_summary(&summary, &run_dir);
+    Ok(())
+}
+
+/// The progress bar: step, loss, learning rate, tokens/s, ETA.
+struct Bar {
+    bar: ProgressBar,
+}
+
+impl Bar {
+    fn new() -> Self {
+        Bar { bar: ProgressBar::hidden() }
+    }
+}
+
+impl Observer for Bar {
+    fn started(&mut self, first_step: u64, max_steps: u64) {
+        self.bar = ProgressBar::new(max_steps);
+        self.bar.set_position(first_step - 1);
+        self.bar.set_style(
+            ProgressStyle::with_template("{bar:30} step {pos}/{len} {msg} eta {eta}").expect("valid template"),
+        );
+    }
+
+    fn step(&mut self, step: u64, loss: f64, lr: f64, tokens_per_s: f64) {
+        self.bar.set_position(step);
+        self.bar.set_message(format!("loss {loss:.4} lr {lr:.2e} {tokens_per_s:.0} tok/s"));
+    }
+
+    fn eval(&mut self, step: u64, loss: f64) {
+        self.bar.println(format!("step {step}: valid loss {loss:.4} (ppl {:.2})", loss.exp()));
+    }
+
+    fn note(&mut self, message: &str) {
+        self.bar.println(message);
+    }
+}
+
+fn print_summary(s: &LmSummary, run_dir: &std::path::Path) {
+    let loss = s.valid.loss();
+    if s.already_done {
+        println!("nothing to do: the run is already at its last step ({})", s.step);
+    }
+    if s.interrupted {
+        println!("stopped at step {}; continue with --resume", s.step);
+    }
+    if s.early_stopped {
+        println!("early stop at step {} (no improvement for train.patience evaluations)", s.step);
+    }
+    println!("run            {}", run_dir.display());
+    println!("steps          {} ({} tokens, {:.1} s)", s.step, s.tokens, s.wall_s);
+    println!("parameters     {}", s.params);
+    println!("training cost  {:.3e} FLOPs (3 x forward FLOPs per token x tokens)", s.train_flops);
+    println!("valid loss     {loss:.4} nats/token ({:.4} bits/token) over {} tokens", loss / std::f64::consts::LN_2, s.valid.tokens);
+    println!("valid ppl      {:.3}", loss.exp());
+    if let Some(h) = s.entropy_rate {
+        println!(
+            "entropy rate   {h:.4} nats/token (the source's; ppl {:.3}): the model is {:.1}% above it",
+            h.exp(),
+            100.0 * (loss - h) / h
+        );
+    }
+    println!("sample         {}", s.sample.replace('\n', " / "));
+}
