@@ -4,7 +4,7 @@
 //! for Sentence-Level BLEU", WMT 2014 (<http://aclweb.org/anthology/W14-3346>), whose
 //! default values sacreBLEU adopts: `floor` is their method 1 (ε = 0.1), `add-k` their
 //! method 2 (k = 1, for n ≥ 2), `exp` their method 3 (NIST's, mteval-v13a.pl's). The loop in
-//! [`smoothed_precisions`] is sacreBLEU's `BLEU.compute_bleu`, step for step, so that the
+//! `smoothed_precisions` is sacreBLEU's `BLEU.compute_bleu`, step for step, so that the
 //! floating-point results are the same; unlike it, the caller's counts are not modified.
 
 use std::fmt;

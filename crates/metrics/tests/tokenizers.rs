@@ -6,7 +6,7 @@
 //! replacements, same order. Rust's `replace_all` and Python's `re.sub` both replace the
 //! leftmost non-overlapping matches.
 
-use attend_metrics::text::py_collapse_whitespace;
+use attend_metrics::text::{is_py_whitespace, py_collapse_whitespace, py_split};
 use attend_metrics::tokenizers::{tokenize_13a, tokenize_intl};
 use proptest::prelude::*;
 use regex::Regex;
@@ -144,6 +144,12 @@ proptest! {
     #[test]
     fn scan_13a_equals_the_regular_expressions(line in text()) {
         prop_assert_eq!(tokenize_13a(&line), reference_13a(&line));
+    }
+
+    #[test]
+    fn fast_whitespace_split_equals_splitting_on_the_predicate(line in text()) {
+        let slow: Vec<&str> = line.split(is_py_whitespace).filter(|t| !t.is_empty()).collect();
+        prop_assert_eq!(py_split(&line).collect::<Vec<_>>(), slow);
     }
 
     #[test]

@@ -7,11 +7,31 @@
 //! [`params::count`], and build a model with its `init` functions. `docs/math.md` maps each
 //! equation to the function that implements it.
 //!
-//! This crate never names a concrete backend (tests use [`burn_ndarray`] through a
+//! This crate never names a concrete backend (tests use `burn-ndarray` through a
 //! `TestBackend` alias) and does no file I/O.
+//!
+//! ```
+//! use attend_model::decode::{greedy, GreedyOptions};
+//! use attend_model::{count, ModelConfig};
+//! use burn::tensor::{Int, Tensor};
+//!
+//! // The paper's base model with a shared 37,000-token vocabulary (Table 3 says 65M).
+//! assert_eq!(count(&ModelConfig::base(), 37_000).params, 63_082_496);
+//!
+//! // nanoGPT's CPU configuration on 65 characters, built on the CPU backend.
+//! type B = burn_ndarray::NdArray<f32>;
+//! let device = Default::default();
+//! let lm = ModelConfig::nanogpt_cpu().init_lm::<B>(65, &device);
+//! let prompt = Tensor::<B, 2, Int>::from_ints([[1, 2, 3]], &device);
+//! assert_eq!(lm.forward(prompt.clone()).dims(), [1, 3, 65]); // next-token logits
+//! let options = GreedyOptions { max_new_tokens: 5, eos: None };
+//! let continuation = greedy(&lm, lm.empty_cache(), prompt, &options);
+//! assert_eq!(continuation[0].len(), 5);
+//! ```
 
 pub mod attention;
 pub mod cache;
+pub mod causal;
 pub mod config;
 pub mod decode;
 pub mod decoder;
@@ -28,6 +48,7 @@ pub mod positions;
 pub mod seq2seq;
 pub mod sublayer;
 
+pub use causal::CausalLm;
 pub use config::{Activation, Arch, ConfigError, Init, ModelConfig, NormPosition, Positions};
 pub use lm::{LanguageModel, LmCache};
 pub use notes::{NotesCache, NotesModel};

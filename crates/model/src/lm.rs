@@ -63,6 +63,9 @@ impl<B: Backend> LmCache<B> {
 
 impl ModelConfig {
     /// Builds the language model for a vocabulary of `vocab_size` tokens.
+    ///
+    /// `self` should have passed [`ModelConfig::validate`]: an invalid configuration (say
+    /// `d_model % n_heads != 0`) panics here or in `forward`.
     pub fn init_lm<B: Backend>(&self, vocab_size: usize, device: &B::Device) -> LanguageModel<B> {
         let output_config = ModelConfig {
             bias: false,

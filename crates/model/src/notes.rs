@@ -70,6 +70,9 @@ impl<B: Backend> NotesCache<B> {
 
 impl ModelConfig {
     /// Builds the notes' model for a vocabulary of `vocab_size` tokens.
+    ///
+    /// `self` should have passed [`ModelConfig::validate`]: an invalid configuration (say
+    /// `d_model % n_heads != 0`) panics here or in `forward`.
     pub fn init_notes<B: Backend>(&self, vocab_size: usize, device: &B::Device) -> NotesModel<B> {
         let (d, f) = (self.d_model, self.d_ff);
         materialize(NotesModel {

@@ -82,6 +82,9 @@ impl<B: Backend> Seq2seqCache<B> {
 impl ModelConfig {
     /// Builds the translation model; source and target share the vocabulary of `vocab_size`
     /// tokens (one matrix when `share_embeddings`).
+    ///
+    /// `self` should have passed [`ModelConfig::validate`]: an invalid configuration (say
+    /// `d_model % n_heads != 0`) panics here or in `forward`.
     pub fn init_seq2seq<B: Backend>(
         &self,
         vocab_size: usize,

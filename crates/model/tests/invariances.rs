@@ -242,6 +242,35 @@ proptest! {
         prop_assert_eq!(&b[0].tokens, &g[0]);
     }
 
+    /// Past `block_size` with learned positions, greedy decoding with the cache produces
+    /// what nanoGPT's `generate` does: each next token from a full forward pass over the last
+    /// `block_size` tokens (the prompt cropped the same way).
+    #[test]
+    fn greedy_slides_its_window_like_nanogpt(
+        prompt in proptest::collection::vec(0i64..7, 1..9), seed in any::<u64>(),
+    ) {
+        TestBackend::seed(&device(), seed);
+        let block = 5;
+        let config = ModelConfig {
+            positions: Positions::Learned, block_size: block, init: attend_model::Init::Gpt2,
+            ..small(Arch::Lm, 4, 2, 1)
+        };
+        let lm = config.init_lm::<TestBackend>(7, &device());
+        let options = GreedyOptions { max_new_tokens: 12, eos: None };
+        let cached = greedy(&lm, lm.empty_cache(), tokens(&prompt, 1), &options);
+
+        let mut history = prompt.clone();
+        let mut reference = Vec::new();
+        for _ in 0..12 {
+            let window = &history[history.len().saturating_sub(block)..];
+            let logits = lm.forward(tokens(window, 1));
+            let last = logits.slice([0..1, window.len() - 1..window.len()]).argmax(2).into_scalar();
+            reference.push(last as u32);
+            history.push(last);
+        }
+        prop_assert_eq!(&cached[0], &reference);
+    }
+
     /// Batched beam search over padded sources returns, for each sentence, what beam search
     /// returns for that sentence alone (padding and cache reordering are per row).
     #[test]

@@ -113,10 +113,8 @@ mod tests {
             .iter()
             .map(|l| vocab.encode_line(l))
             .collect();
-        assert_eq!(
-            evaluate(&Uniform::new(&vocab), &eval).tokens(),
-            2 + 1 + 0 + 1 + 3 + 1
-        );
+        // "a b" → 2 words + <eos>; "" → <eos>; "b b b" → 3 words + <eos>.
+        assert_eq!(evaluate(&Uniform::new(&vocab), &eval).tokens(), 3 + 1 + 4);
     }
 
     #[test]

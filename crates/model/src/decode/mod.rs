@@ -206,15 +206,28 @@ impl<B: Backend> Feeder<B> {
     ) -> (Self, Tensor<B, 2>, usize) {
         let device = prompt.device();
         let [batch, len] = prompt.dims();
-        let flat = prompt.into_data().convert::<i64>().to_vec::<i64>().expect("integer tokens");
-        let history: Vec<Vec<u32>> =
-            (0..batch).map(|b| flat[b * len..(b + 1) * len].iter().map(|&t| t as u32).collect()).collect();
+        let flat = prompt
+            .into_data()
+            .convert::<i64>()
+            .to_vec::<i64>()
+            .expect("integer tokens");
+        let history: Vec<Vec<u32>> = (0..batch)
+            .map(|b| {
+                flat[b * len..(b + 1) * len]
+                    .iter()
+                    .map(|&t| t as u32)
+                    .collect()
+            })
+            .collect();
         let sliding = model.restart(cache).is_some();
         let window = match model.max_len() {
             Some(limit) if sliding && len > limit => limit,
             _ => len,
         };
-        let fed: Vec<Vec<u32>> = history.iter().map(|h| h[h.len() - window..].to_vec()).collect();
+        let fed: Vec<Vec<u32>> = history
+            .iter()
+            .map(|h| h[h.len() - window..].to_vec())
+            .collect();
         let logits = model.step(token_tensor(&fed, &device), cache);
         let steps = if sliding {
             max_new_tokens
@@ -241,8 +254,11 @@ impl<B: Backend> Feeder<B> {
             if model.cached_len(cache) >= limit {
                 if let Some(empty) = model.restart(cache) {
                     *cache = empty;
-                    let window: Vec<Vec<u32>> =
-                        self.history.iter().map(|h| h[h.len() - limit..].to_vec()).collect();
+                    let window: Vec<Vec<u32>> = self
+                        .history
+                        .iter()
+                        .map(|h| h[h.len() - limit..].to_vec())
+                        .collect();
                     return model.step(token_tensor(&window, &self.device), cache);
                 }
             }

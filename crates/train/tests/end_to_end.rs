@@ -1,0 +1,169 @@
+//! Training end to end on tiny generated data (seconds, release build): the loss falls,
+//! resuming equals never stopping, and bad checkpoints are refused.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use attend_train::config::RunConfig;
+use attend_train::lm_loop::{train_lm, Observer, RunOptions};
+use serde_json::Value;
+
+type B = burn::backend::Autodiff<burn_ndarray::NdArray<f32>>;
+
+/// Burn's ndarray random generator (initialization, dropout) is one global: tests that train
+/// take turns, or their draws interleave and no run is reproducible.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn tiny_config(max_steps: u64) -> RunConfig {
+    let sets: Vec<String> = [
+        "data.synthetic_size=4000",
+        "data.synthetic_vocab=8",
+        "data.synthetic_order=1",
+        "model.d_model=16",
+        "model.n_heads=2",
+        "model.n_layers=1",
+        "model.d_ff=32",
+        "model.block_size=8",
+        "model.dropout=0.1",
+        "model.activation=relu",
+        "train.batch_size=4",
+        "train.lr=0.02",
+        "train.warmup=2",
+        "train.eval_every=5",
+        "train.eval_batches=4",
+        "train.checkpoint_every=5",
+        "decode.max_tokens=5",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([format!("train.max_steps={max_steps}")])
+    .collect();
+    RunConfig::load(None, &sets).unwrap()
+}
+
+/// Stops the run (as Ctrl-C would) after `at` steps.
+struct StopAt<'a> {
+    at: u64,
+    stop: &'a AtomicBool,
+}
+
+impl Observer for StopAt<'_> {
+    fn step(&mut self, step: u64, _: f64, _: f64, _: f64) {
+        if step == self.at {
+            self.stop.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+struct Quiet;
+impl Observer for Quiet {}
+
+fn run(config: &RunConfig, dir: &Path, resume: bool) -> Result<attend_train::lm_loop::LmSummary, String> {
+    let opts = RunOptions { run_dir: dir.to_path_buf(), data_dir: dir.join("no-data"), resume };
+    train_lm::<B>(config, &opts, &Default::default(), &mut Quiet, &AtomicBool::new(false)).map_err(|e| e.to_string())
+}
+
+fn events(dir: &Path, kind: &str) -> Vec<(u64, f64)> {
+    std::fs::read_to_string(dir.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v["event"] == kind)
+        .map(|v| (v["step"].as_u64().unwrap(), v["loss"].as_f64().unwrap()))
+        .collect()
+}
+
+#[test]
+fn training_a_few_steps_makes_the_validation_loss_fall() {
+    let _turn = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let summary = run(&tiny_config(60), dir.path(), false).unwrap();
+    let evals = events(dir.path(), "eval");
+    assert!(evals.last().unwrap().1 < evals.first().unwrap().1 - 0.05, "{evals:?}");
+    assert!(summary.valid.loss() < 8f64.ln(), "better than uniform over 8 words");
+    for file in ["config.toml", "metrics.jsonl", "samples.txt", "vocab.json", "best/state.json"] {
+        assert!(dir.path().join(file).exists(), "{file}");
+    }
+    let summary_line: Value = serde_json::from_str(
+        std::fs::read_to_string(dir.path().join("metrics.jsonl")).unwrap().lines().last().unwrap(),
+    )
+    .unwrap();
+    assert_eq!(summary_line["event"], "summary");
+    assert!(summary_line["entropy_rate"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn resume_after_a_stop_logs_exactly_the_losses_of_an_uninterrupted_run() {
+    let _turn = serial();
+    let config = tiny_config(20);
+    let straight = tempfile::tempdir().unwrap();
+    run(&config, straight.path(), false).unwrap();
+
+    let stopped = tempfile::tempdir().unwrap();
+    let stop = AtomicBool::new(false);
+    let opts = RunOptions { run_dir: stopped.path().to_path_buf(), data_dir: stopped.path().join("x"), resume: false };
+    let first = train_lm::<B>(&config, &opts, &Default::default(), &mut StopAt { at: 7, stop: &stop }, &stop).unwrap();
+    assert!(first.interrupted && first.step == 7);
+    // As after a SIGKILL: a partial line at the end of the log.
+    let log = stopped.path().join("metrics.jsonl");
+    let mut text = std::fs::read_to_string(&log).unwrap();
+    text.push_str("{\"event\":\"train\",\"lo");
+    std::fs::write(&log, text).unwrap();
+
+    let resumed = run(&config, stopped.path(), true).unwrap();
+    assert_eq!(resumed.step, 20);
+    assert_eq!(events(stopped.path(), "train"), events(straight.path(), "train"));
+    assert_eq!(resumed.valid.loss(), run(&config, straight.path(), true).unwrap().valid.loss());
+}
+
+/// The same with GELU: our erf-based GELU is bit-reproducible too (with burn-ndarray's `simd`
+/// feature off, see Cargo.toml: its vector kernels made results depend on memory alignment).
+#[test]
+fn resume_with_gelu_logs_exactly_the_losses_of_an_uninterrupted_run() {
+    let _turn = serial();
+    let mut config = tiny_config(12);
+    config.model.activation = attend_model::Activation::Gelu;
+    let straight = tempfile::tempdir().unwrap();
+    run(&config, straight.path(), false).unwrap();
+    let stopped = tempfile::tempdir().unwrap();
+    let stop = AtomicBool::new(false);
+    let opts = RunOptions { run_dir: stopped.path().to_path_buf(), data_dir: stopped.path().join("x"), resume: false };
+    train_lm::<B>(&config, &opts, &Default::default(), &mut StopAt { at: 5, stop: &stop }, &stop).unwrap();
+    run(&config, stopped.path(), true).unwrap();
+    assert_eq!(events(stopped.path(), "train"), events(straight.path(), "train"));
+}
+
+#[test]
+fn corrupt_or_missing_checkpoints_are_refused_with_a_clear_error() {
+    let _turn = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let err = run(&tiny_config(5), dir.path(), true).unwrap_err();
+    assert!(err.starts_with("no checkpoint to resume in"), "{err}");
+
+    run(&tiny_config(5), dir.path(), false).unwrap();
+    let err = run(&tiny_config(5), dir.path(), false).unwrap_err();
+    assert!(err.contains("already holds a run"), "{err}");
+
+    let model = dir.path().join("checkpoints/step-0000005/model.mpk");
+    let bytes = std::fs::read(&model).unwrap();
+    std::fs::write(&model, &bytes[..bytes.len() / 2]).unwrap();
+    let err = run(&tiny_config(5), dir.path(), true).unwrap_err();
+    assert!(err.contains("model.mpk: corrupt or truncated checkpoint"), "{err}");
+
+    std::fs::write(dir.path().join("checkpoints/step-0000005/state.json"), "{").unwrap();
+    let err = run(&tiny_config(5), dir.path(), true).unwrap_err();
+    assert!(err.contains("state.json: corrupt or truncated checkpoint"), "{err}");
+}
+
+#[test]
+fn a_run_already_at_max_steps_says_so() {
+    let _turn = serial();
+    let dir = tempfile::tempdir().unwrap();
+    run(&tiny_config(5), dir.path(), false).unwrap();
+    let again = run(&tiny_config(5), dir.path(), true).unwrap();
+    assert!(again.already_done);
+}
