@@ -9,6 +9,8 @@ mod bench;
 mod bleu;
 mod bpe;
 mod chrf;
+mod eval;
+mod generate;
 mod params;
 mod train;
 
@@ -25,6 +27,10 @@ struct Cli {
 enum Command {
     /// Train a model: the embedded default without --config (a small LM on generated text).
     Train(train::TrainArgs),
+    /// Score a trained language model: cross-entropy, perplexities; --dynamic adds dynamic evaluation.
+    Eval(eval::EvalArgs),
+    /// Continue a prompt with a trained language model (temperature, top-k, top-p, seed).
+    Generate(generate::GenerateArgs),
     /// Train, apply or invert a byte-level BPE tokenizer.
     Bpe(bpe::BpeArgs),
     /// Benchmarks: ours beside the peers', measured in the same run (JSON lines on stdout).
@@ -48,6 +54,8 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Train(args) => train::run(args),
+        Command::Eval(args) => eval::run(args),
+        Command::Generate(args) => generate::run(args),
         Command::Bpe(args) => bpe::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Bleu(args) => bleu::run(args),

@@ -2,7 +2,8 @@
 //! progress bar, print the summary (DESIGN.md sections 4 and 5).
 
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use attend_train::config::RunConfig;
@@ -64,7 +65,10 @@ pub fn run(args: TrainArgs) -> Result<()> {
     let device = Default::default();
     let opts = RunOptions { run_dir: run_dir.clone(), data_dir: args.data_dir, resume: args.resume };
     let mut bar = Bar::new();
-    let stop = AtomicBool::new(false);
+    // Ctrl-C: finish the current step, save a checkpoint, exit cleanly.
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&stop);
+    ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed)).context("installing the Ctrl-C handler")?;
     let summary = train_lm::<B>(&config, &opts, &device, &mut bar, &stop)
         .with_context(|| format!("training in {}", run_dir.display()))?;
     bar.bar.finish_and_clear();

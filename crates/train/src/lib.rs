@@ -5,9 +5,12 @@
 //! the training loop, checkpoints and evaluation with `attend-metrics`. Models come from
 //! `attend-model`. See DESIGN.md sections 4, 5 and 7.
 
+pub mod average;
 pub mod checkpoint;
 pub mod config;
 pub mod data;
+pub mod evaluate;
+pub mod generate;
 pub mod lm_eval;
 pub mod lm_loop;
 pub mod metrics_log;
@@ -15,3 +18,4 @@ pub mod objective;
 pub mod optimizer;
 pub mod rng;
 pub mod schedule;
+pub mod trained;

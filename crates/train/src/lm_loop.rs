@@ -17,6 +17,7 @@ use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{ElementConversion, Int, Tensor, TensorData};
 use serde_json::json;
 
+use crate::average::{average_checkpoints, load_model};
 use crate::checkpoint::{self, CheckpointError, TrainState};
 use crate::config::{RunConfig, Sampling};
 use crate::data::lm_batches::{random_batch, sequential_batch, sequential_len, LmBatch};
@@ -76,6 +77,8 @@ pub enum TrainError {
     NonFinite { step: u64, loss: f64, last: String },
     #[error("{what}: the stream has {len} tokens, too few for model.block_size = {block}")]
     TooShort { what: &'static str, len: usize, block: usize },
+    #[error(transparent)]
+    Prompt(#[from] crate::generate::PromptError),
     #[error("model.arch = {0:?}: this loop trains language models (lm, notes); translation training is not built yet")]
     NotLm(String),
 }
@@ -228,14 +231,26 @@ pub fn train_lm<B: AutodiffBackend>(
         }
         if step % t.checkpoint_every == 0 || last_step || early_stopped || interrupted {
             save(&ckpt_root.join(checkpoint::step_dir_name(step)), &model, &optim, &state)?;
-            checkpoint::prune(&ckpt_root, t.keep_checkpoints.max(1))?;
+            checkpoint::prune(&ckpt_root, t.keep_checkpoints.max(t.average_last).max(1))?;
         }
         if last_step || early_stopped || interrupted {
             break;
         }
     }
 
-    // 3. The summary.
+    // 3. Checkpoint averaging, then the summary.
+    if t.average_last > 0 && !interrupted {
+        let all = checkpoint::list(&ckpt_root);
+        let last = &all[all.len().saturating_sub(t.average_last)..];
+        let out = run.join("averaged");
+        average_checkpoints::<B::InnerBackend>(&config.model, vocab_size, last, &out, device)?;
+        let averaged = load_model::<B::InnerBackend>(&config.model, vocab_size, &out, device)?;
+        let scored = score(&averaged, &data.valid, block, config.eval.batch_size, data.min_context, t.eval_batches, device);
+        log.append(&json!({"event": "eval", "step": state.step, "split": "valid-averaged", "loss": scored.loss(),
+                           "ppl": scored.loss().exp(), "averaged_steps": last.iter().map(|c| c.0).collect::<Vec<_>>()}))
+            .map_err(io_err(log.path()))?;
+        observer.note(&format!("averaged {} checkpoints: valid loss {:.4}", last.len(), scored.loss()));
+    }
     let valid = last_valid.unwrap_or_else(|| evaluate(&model));
     let result = summary(&state, valid, &model, (early_stopped, interrupted, false));
     let mut event = json!({"event": "summary", "step": state.step, "valid_loss": valid.loss(),

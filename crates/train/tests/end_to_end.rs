@@ -167,3 +167,39 @@ fn a_run_already_at_max_steps_says_so() {
     let again = run(&tiny_config(5), dir.path(), true).unwrap();
     assert!(again.already_done);
 }
+
+#[test]
+fn averaging_two_checkpoints_gives_their_mean() {
+    use attend_train::average::load_model;
+    use burn::module::{Module, ModuleVisitor, Param};
+    use burn::tensor::Tensor;
+    type I = burn_ndarray::NdArray<f32>;
+
+    /// Every float weight, flattened, in visiting order.
+    struct Flat(Vec<f32>);
+    impl ModuleVisitor<I> for Flat {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<I, D>>) {
+            self.0.extend(param.val().into_data().to_vec::<f32>().unwrap());
+        }
+    }
+    let _turn = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = tiny_config(10);
+    config.train.average_last = 2;
+    run(&config, dir.path(), false).unwrap();
+    let vocab = config.data.synthetic_vocab;
+    let flat = |sub: &str| {
+        let model = load_model::<I>(&config.model, vocab, &dir.path().join(sub), &Default::default()).unwrap();
+        let mut f = Flat(Vec::new());
+        model.visit(&mut f);
+        f.0
+    };
+    let (a, b, mean) = (flat("checkpoints/step-0000005"), flat("checkpoints/step-0000010"), flat("averaged"));
+    assert_eq!(a.len(), mean.len());
+    assert!(a.iter().zip(&b).any(|(x, y)| x != y), "the two checkpoints differ");
+    for ((x, y), m) in a.iter().zip(&b).zip(&mean) {
+        assert!((m - (x + y) / 2.0).abs() <= 1e-6 * (1.0 + m.abs()), "{m} vs mean of {x} and {y}");
+    }
+    let steps = std::fs::read_to_string(dir.path().join("averaged/steps.json")).unwrap();
+    assert_eq!(steps, "{\"steps\":[5,10]}");
+}

@@ -9,6 +9,7 @@ use super::markov::MarkovSpec;
 use super::synthetic::synthetic_lm;
 use super::vocab::Vocab;
 use crate::config::{DataConfig, TokenizerKind};
+use attend_metrics::TextCounts;
 
 /// Train / valid / test token streams and what is needed to read them back as text.
 pub struct LmData {
@@ -21,9 +22,10 @@ pub struct LmData {
     /// Generated data: positions with fewer tokens of context than this are left out of the
     /// validation loss (the source's order), so it compares with the entropy rate.
     pub min_context: usize,
-    /// Words and characters of the validation text, for per-word and per-character figures.
-    pub valid_words: u64,
-    pub valid_chars: u64,
+    /// Words and characters of each split's text (train, valid, test), for per-word and
+    /// per-character figures. Word-level data counts `<eos>` as a word (Mikolov's PTB
+    /// convention: 82,430 test words).
+    pub counts: [TextCounts; 3],
 }
 
 /// A dataset that cannot be read; names the file.
@@ -91,8 +93,11 @@ fn generated(config: &DataConfig) -> LmData {
     };
     let data = synthetic_lm(spec, config.seed, config.synthetic_size);
     let vocab = Vocab::from_symbols("word", data.source.words().to_vec());
-    let valid_words = data.splits.valid.len() as u64;
-    let valid_chars = data.splits.valid.iter().map(|&w| vocab.symbols[w as usize].len() as u64 + 1).sum();
+    let count = |ids: &[u32]| {
+        let chars: u64 = ids.iter().map(|&w| vocab.symbols[w as usize].len() as u64 + 1).sum();
+        TextCounts { words: ids.len() as u64, chars, bytes: chars }
+    };
+    let counts = [count(&data.splits.train), count(&data.splits.valid), count(&data.splits.test)];
     LmData {
         entropy_rate: Some(data.source.entropy_rate()),
         min_context: spec.order,
@@ -100,8 +105,7 @@ fn generated(config: &DataConfig) -> LmData {
         valid: data.splits.valid,
         test: data.splits.test,
         vocab,
-        valid_words,
-        valid_chars,
+        counts,
     }
 }
 
@@ -156,7 +160,15 @@ fn from_texts_with(
         vocab,
         entropy_rate: None,
         min_context: 0,
-        valid_words: texts[1].split_whitespace().count() as u64 + texts[1].lines().count() as u64,
-        valid_chars: texts[1].chars().count() as u64,
+        counts: [0, 1, 2].map(|i| text_counts(&texts[i], config.tokenizer)),
     })
+}
+
+/// The counts of a split's text; word-level data counts each line's `<eos>` as a word.
+pub fn text_counts(text: &str, tokenizer: TokenizerKind) -> TextCounts {
+    let mut counts = TextCounts::of_text(text);
+    if tokenizer == TokenizerKind::Word {
+        counts.words += text.lines().count() as u64;
+    }
+    counts
 }

@@ -94,6 +94,15 @@ impl Vocab {
         Ok(ids)
     }
 
+    /// Ids of a prompt: as [`Vocab::encode`], but no `<eos>` is added at its end.
+    pub fn encode_prompt(&self, text: &str) -> Result<Vec<u32>, String> {
+        let mut ids = self.encode(text)?;
+        if self.kind == "word" && !text.ends_with('\n') && self.id(EOS).is_some_and(|eos| ids.last() == Some(&eos)) {
+            ids.pop();
+        }
+        Ok(ids)
+    }
+
     /// Text of `ids`: characters concatenated; words joined by spaces, `<eos>` as a newline.
     pub fn decode(&self, ids: &[u32]) -> String {
         if self.kind == "char" {

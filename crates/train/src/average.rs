@@ -1,0 +1,84 @@
+//! Checkpoint averaging (the paper, section 6.1: the base models average the last 5
+//! checkpoints): every weight of the averaged model is the mean of that weight over the
+//! checkpoints, `θ = (1/K) Σ_k θ_k`. Written to `averaged/` with `steps.json`, the steps
+//! averaged.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use attend_model::{LanguageModel, ModelConfig};
+use burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamId};
+use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder};
+use burn::tensor::backend::Backend;
+use burn::tensor::{Tensor, TensorPrimitive};
+
+use crate::checkpoint::{self, CheckpointError};
+
+type Recorder = NamedMpkFileRecorder<FullPrecisionSettings>;
+
+/// Loads the language model saved in checkpoint directory `dir`.
+pub fn load_model<B: Backend>(config: &ModelConfig, vocab: usize, dir: &Path, device: &B::Device) -> Result<LanguageModel<B>, CheckpointError> {
+    config
+        .init_lm::<B>(vocab, device)
+        .load_file(dir.join("model"), &Recorder::new(), device)
+        .map_err(|e| CheckpointError::Corrupt { path: dir.join("model.mpk"), message: e.to_string() })
+}
+
+/// Averages the models of `dirs` (oldest first) into `out`.
+pub fn average_checkpoints<B: Backend>(
+    config: &ModelConfig,
+    vocab: usize,
+    dirs: &[(u64, PathBuf)],
+    out: &Path,
+    device: &B::Device,
+) -> Result<(), CheckpointError> {
+    let (_, newest) = dirs.last().ok_or_else(|| CheckpointError::NoCheckpoint(out.to_path_buf()))?;
+    let mut sum = Sum::<B>::default();
+    let mut first = None;
+    for (_, dir) in dirs {
+        let model = load_model::<B>(config, vocab, dir, device)?;
+        model.visit(&mut sum);
+        first.get_or_insert(model);
+    }
+    let averaged = first.expect("at least one").map(&mut Divide { sum: &sum, count: dirs.len() as f64 });
+    let state = checkpoint::read_state(newest)?;
+    let steps: Vec<u64> = dirs.iter().map(|d| d.0).collect();
+    checkpoint::write_atomically(out, &state, |tmp| {
+        averaged.save_file(tmp.join("model"), &Recorder::new()).map_err(|e| e.to_string())?;
+        std::fs::write(tmp.join("steps.json"), serde_json::json!({ "steps": steps }).to_string()).map_err(|e| e.to_string())
+    })
+}
+
+/// Sums every float parameter over the models visited, by parameter id.
+#[derive(Default)]
+struct Sum<B: Backend> {
+    tensors: HashMap<ParamId, TensorPrimitive<B>>,
+}
+
+impl<B: Backend> ModuleVisitor<B> for Sum<B> {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+        let value = param.val();
+        let total = match self.tensors.remove(&param.id) {
+            Some(t) => Tensor::<B, D>::from_primitive(t) + value,
+            None => value,
+        };
+        self.tensors.insert(param.id, total.into_primitive());
+    }
+}
+
+/// Replaces each parameter by its sum divided by the number of models.
+struct Divide<'a, B: Backend> {
+    sum: &'a Sum<B>,
+    count: f64,
+}
+
+impl<B: Backend> ModuleMapper<B> for Divide<'_, B> {
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<B, D>>) -> Param<Tensor<B, D>> {
+        let (id, tensor, mapper) = param.consume();
+        let mean = match self.sum.tensors.get(&id) {
+            Some(t) => Tensor::<B, D>::from_primitive(t.clone()).div_scalar(self.count),
+            None => tensor,
+        };
+        Param::from_mapped_value(id, mean, mapper)
+    }
+}

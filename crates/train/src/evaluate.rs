@@ -1,0 +1,162 @@
+//! `eval` for language models: the static score of a split, and the notes' dynamic evaluation.
+//!
+//! Dynamic evaluation (Krause et al. 2018, as the seed notes describe it): the stream is
+//! scored in segments of `eval.dynamic_segment` tokens; after scoring a segment, the model
+//! takes one step on it, `θ_l ← θ_l − η∇ℓ(θ_l) + λ(θ_g − θ_l)`, where `θ_g` are the trained
+//! weights (`η` = `eval.dynamic_lr`, `λ` = `eval.dynamic_decay`). The static score with the
+//! same segments is reported beside it, so the gain is measured like with like.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use attend_metrics::{CrossEntropyStats, PerplexityReport, TextCounts};
+use attend_model::LanguageModel;
+use burn::module::{AutodiffModule, Module, ModuleMapper, ModuleVisitor, Param, ParamId};
+use burn::optim::GradientsParams;
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{ElementConversion, Int, Tensor, TensorData, TensorPrimitive};
+
+use crate::data::lm_dataset::{load_lm as load_dataset, read_text, text_counts, DataError};
+use crate::lm_eval::{score, Scored};
+use crate::lm_loop::TrainError;
+use crate::objective::cross_entropy;
+use crate::trained::load_lm;
+
+/// Which split to score.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Split {
+    Valid,
+    Test,
+}
+
+/// Scores of one evaluation.
+#[derive(Clone, Debug)]
+pub struct EvalReport {
+    pub split: String,
+    pub report: PerplexityReport,
+    /// Dynamic evaluation: the static score over the same segments, then the dynamic one.
+    pub dynamic: Option<(PerplexityReport, PerplexityReport)>,
+}
+
+/// Evaluates the run in `run` on a split of its dataset, or on `data_file`.
+pub fn eval_lm<B: AutodiffBackend>(
+    run: &Path,
+    data_dir: &Path,
+    split: Split,
+    data_file: Option<&Path>,
+    dynamic: bool,
+    device: &B::Device,
+) -> Result<EvalReport, TrainError> {
+    let trained = load_lm::<B>(run, device)?;
+    let config = &trained.config;
+    let (stream, counts, min_context, name) = match data_file {
+        Some(path) => {
+            let text = read_text(path)?;
+            let ids = trained.vocab.encode(&text).map_err(|symbol| DataError::UnknownSymbol {
+                path: path.to_path_buf(),
+                split: "--data",
+                symbol,
+            })?;
+            (ids, text_counts(&text, config.data.tokenizer), 0, path.display().to_string())
+        }
+        None => {
+            let data = load_dataset(&config.data, data_dir)?;
+            let (ids, counts, name) = match split {
+                Split::Valid => (data.valid, data.counts[1], "valid"),
+                Split::Test => (data.test, data.counts[2], "test"),
+            };
+            (ids, counts, data.min_context, name.to_string())
+        }
+    };
+    let block = config.model.block_size;
+    let inner = trained.model.valid();
+    let scored = score(&inner, &stream, block, config.eval.batch_size, min_context, 0, device);
+    let report = |s: Scored| perplexities(s, counts, stream.len());
+    let dynamic = dynamic.then(|| {
+        let segment = config.eval.dynamic_segment.min(block);
+        let same_segments = score(&inner, &stream, segment, config.eval.batch_size, min_context, 0, device);
+        let adapted = dynamic_score(trained.model.clone(), &stream, segment, min_context, config.eval.dynamic_lr, config.eval.dynamic_decay, device);
+        (report(same_segments), report(adapted))
+    });
+    Ok(EvalReport { split: name, report: report(scored), dynamic })
+}
+
+/// Perplexities from scored statistics; word and character counts are those of the text,
+/// scaled to the share of its tokens that was scored.
+fn perplexities(s: Scored, counts: TextCounts, stream_len: usize) -> PerplexityReport {
+    let share = s.tokens as f64 / stream_len.max(1) as f64;
+    let scale = |n: u64| ((n as f64 * share).round() as u64).max(1);
+    let text = TextCounts { words: scale(counts.words), chars: scale(counts.chars), bytes: scale(counts.bytes) };
+    CrossEntropyStats::new(s.nll, s.tokens).report(Some(text)).expect("scored at least one token")
+}
+
+/// Scores `stream` segment by segment, adapting the weights after each segment.
+fn dynamic_score<B: AutodiffBackend>(
+    mut model: LanguageModel<B>,
+    stream: &[u32],
+    segment: usize,
+    min_context: usize,
+    lr: f64,
+    decay: f64,
+    device: &B::Device,
+) -> Scored {
+    let mut global = Snapshot::<B::InnerBackend>::default();
+    model.visit(&mut global);
+    let mut total = Scored::default();
+    let mut start = 0;
+    while start + 1 < stream.len() {
+        let len = segment.min(stream.len() - 1 - start);
+        let to = |v: &[u32]| Tensor::<B, 2, Int>::from_data(TensorData::new(v.iter().map(|&t| t as i64).collect::<Vec<_>>(), [1, len]), device);
+        let (x, y) = (to(&stream[start..start + len]), to(&stream[start + 1..start + len + 1]));
+        let weights: Vec<f32> = (0..len).map(|t| if t + 1 >= min_context { 1.0 } else { 0.0 }).collect();
+        let counted: f64 = weights.iter().map(|&w| w as f64).sum();
+        start += len;
+        if counted == 0.0 {
+            continue;
+        }
+        let w = Tensor::<B, 2>::from_data(TensorData::new(weights, [1, len]), device);
+        // Score with the current weights; the step below uses the same forward pass.
+        let losses = cross_entropy(model.forward(x), y, Some((w, counted)), 0.0);
+        total.nll += losses.nll_sum.into_scalar().elem::<f64>();
+        total.tokens += counted as u64;
+        let grads = GradientsParams::from_grads(losses.objective.backward(), &model);
+        model = model.map(&mut DynamicStep { grads, global: &global, lr, decay });
+    }
+    total
+}
+
+/// The trained weights θ_g, by parameter.
+#[derive(Default)]
+struct Snapshot<B: Backend> {
+    tensors: HashMap<ParamId, TensorPrimitive<B>>,
+}
+
+impl<B: AutodiffBackend> ModuleVisitor<B> for Snapshot<B::InnerBackend> {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+        self.tensors.insert(param.id, param.val().inner().into_primitive());
+    }
+}
+
+/// `θ_l ← θ_l − η∇ℓ(θ_l) + λ(θ_g − θ_l)`.
+struct DynamicStep<'a, B: Backend> {
+    grads: GradientsParams,
+    global: &'a Snapshot<B>,
+    lr: f64,
+    decay: f64,
+}
+
+impl<B: AutodiffBackend> ModuleMapper<B> for DynamicStep<'_, B::InnerBackend> {
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<B, D>>) -> Param<Tensor<B, D>> {
+        let (id, tensor, mapper) = param.consume();
+        let local = tensor.inner();
+        let mut next = local.clone();
+        if let Some(g) = self.grads.remove::<B::InnerBackend, D>(id) {
+            next = next - g.mul_scalar(self.lr);
+        }
+        if let Some(global) = self.global.tensors.get(&id) {
+            let global = Tensor::<B::InnerBackend, D>::from_primitive(global.clone());
+            next = next + (global - local).mul_scalar(self.decay);
+        }
+        Param::from_mapped_value(id, Tensor::from_inner(next).require_grad(), mapper)
+    }
+}

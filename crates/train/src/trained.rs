@@ -1,0 +1,55 @@
+//! A trained language-model run, loaded back from its directory for `eval` and `generate`:
+//! `config.toml`, `vocab.json`, and the weights of `averaged/`, else `best/`, else the latest
+//! checkpoint.
+
+use std::path::{Path, PathBuf};
+
+use attend_model::LanguageModel;
+use burn::module::Module;
+use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder};
+use burn::tensor::backend::Backend;
+
+use crate::checkpoint::{self, CheckpointError};
+use crate::config::RunConfig;
+use crate::data::vocab::Vocab;
+use crate::lm_loop::TrainError;
+
+/// A run's model with what is needed to read and write its text.
+pub struct TrainedLm<B: Backend> {
+    pub config: RunConfig,
+    pub vocab: Vocab,
+    pub model: LanguageModel<B>,
+    /// The directory the weights came from.
+    pub weights: PathBuf,
+}
+
+/// The weights directory a run is evaluated with: `averaged/`, `best/`, else the latest.
+pub fn weights_dir(run: &Path) -> Result<PathBuf, CheckpointError> {
+    for name in ["averaged", "best"] {
+        let dir = run.join(name);
+        if dir.join("state.json").is_file() {
+            return Ok(dir);
+        }
+    }
+    checkpoint::latest(&run.join("checkpoints"))
+        .map(|(_, dir)| dir)
+        .ok_or_else(|| CheckpointError::NoCheckpoint(run.to_path_buf()))
+}
+
+/// Loads the language model of run directory `run`.
+pub fn load_lm<B: Backend>(run: &Path, device: &B::Device) -> Result<TrainedLm<B>, TrainError> {
+    let config = RunConfig::from_resolved(&run.join("config.toml"))?;
+    let path = run.join("vocab.json");
+    let text = std::fs::read_to_string(&path).map_err(|source| TrainError::Io { path: path.clone(), source })?;
+    let vocab: Vocab = serde_json::from_str(&text)
+        .map_err(|e| CheckpointError::Corrupt { path: path.clone(), message: e.to_string() })?;
+    let vocab = vocab.reindexed();
+    let weights = weights_dir(run)?;
+    // Evaluation and generation never drop out (dropout is a module setting, not a weight).
+    let model_config = attend_model::ModelConfig { dropout: 0.0, attention_dropout: 0.0, ..config.model.clone() };
+    let model = model_config
+        .init_lm::<B>(vocab.len(), device)
+        .load_file(weights.join("model"), &NamedMpkFileRecorder::<FullPrecisionSettings>::new(), device)
+        .map_err(|e| CheckpointError::Corrupt { path: weights.join("model.mpk"), message: e.to_string() })?;
+    Ok(TrainedLm { config, vocab, model, weights })
+}

@@ -1,0 +1,55 @@
+//! `cargo xtask generate`: continue a prompt with a trained language model.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use attend_train::generate::{generate, GenerateOptions};
+use clap::Args;
+
+#[derive(Args)]
+pub struct GenerateArgs {
+    /// The run directory.
+    #[arg(long)]
+    run: PathBuf,
+    /// Text to continue (in the run's vocabulary).
+    #[arg(long)]
+    prompt: String,
+    /// Tokens to generate.
+    #[arg(long, default_value_t = 200)]
+    max_tokens: usize,
+    /// Softmax temperature; 0 is greedy.
+    #[arg(long, default_value_t = 1.0)]
+    temperature: f64,
+    /// Sample among the k most likely tokens only.
+    #[arg(long)]
+    top_k: Option<usize>,
+    /// Nucleus sampling: the smallest set of tokens with this much probability.
+    #[arg(long)]
+    top_p: Option<f64>,
+    /// Seed of the sampling stream.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+}
+
+pub fn run(args: GenerateArgs) -> Result<()> {
+    if !(args.temperature >= 0.0) {
+        anyhow::bail!("--temperature {}: expected a non-negative number", args.temperature);
+    }
+    if let Some(p) = args.top_p {
+        if !(p > 0.0 && p <= 1.0) {
+            anyhow::bail!("--top-p {p}: expected a number in (0, 1]");
+        }
+    }
+    type B = burn_ndarray::NdArray<f32>;
+    let options = GenerateOptions {
+        max_tokens: args.max_tokens,
+        temperature: args.temperature,
+        top_k: args.top_k,
+        top_p: args.top_p,
+        seed: args.seed,
+    };
+    let text = generate::<B>(&args.run, &args.prompt, &options, &Default::default())
+        .with_context(|| format!("generating from {}", args.run.display()))?;
+    println!("{text}");
+    Ok(())
+}
