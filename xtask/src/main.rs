@@ -13,6 +13,7 @@ mod eval;
 mod generate;
 mod params;
 mod train;
+mod translate;
 
 use clap::{Parser, Subcommand};
 
@@ -31,6 +32,8 @@ enum Command {
     Eval(eval::EvalArgs),
     /// Continue a prompt with a trained language model (temperature, top-k, top-p, seed).
     Generate(generate::GenerateArgs),
+    /// Translate stdin lines with a trained encoder-decoder (beam search); hypotheses on stdout.
+    Translate(translate::TranslateArgs),
     /// Train, apply or invert a byte-level BPE tokenizer.
     Bpe(bpe::BpeArgs),
     /// Benchmarks: ours beside the peers', measured in the same run (JSON lines on stdout).
@@ -56,6 +59,7 @@ fn main() {
         Command::Train(args) => train::run(args),
         Command::Eval(args) => eval::run(args),
         Command::Generate(args) => generate::run(args),
+        Command::Translate(args) => translate::run(args),
         Command::Bpe(args) => bpe::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Bleu(args) => bleu::run(args),

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 use attend_train::config::RunConfig;
 use attend_train::lm_loop::{train_lm, LmSummary, Observer, RunOptions};
+use attend_train::mt_loop::{train_mt, MtSummary};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -58,18 +59,35 @@ pub fn run(args: TrainArgs) -> Result<()> {
     } else {
         RunConfig::load(args.config.as_deref(), &args.sets)?
     };
-    if args.backend == Backend::Wgpu {
-        bail!("--backend wgpu: this build has no wgpu backend yet; use --backend ndarray");
+    match args.backend {
+        Backend::Ndarray => train_on::<burn::backend::Autodiff<burn_ndarray::NdArray<f32>>>(&config, args, run_dir),
+        #[cfg(feature = "wgpu")]
+        Backend::Wgpu => train_on::<burn::backend::Autodiff<burn_wgpu::Wgpu>>(&config, args, run_dir),
+        #[cfg(not(feature = "wgpu"))]
+        Backend::Wgpu => bail!(
+            "--backend wgpu: this build has no wgpu backend; build xtask with `--features wgpu` \
+             (cargo run --release -p xtask --features wgpu -- train ...), or use --backend ndarray"
+        ),
     }
-    type B = burn::backend::Autodiff<burn_ndarray::NdArray<f32>>;
-    let device = Default::default();
+}
+
+/// Train on backend `B`, on its default device.
+fn train_on<B: burn::tensor::backend::AutodiffBackend>(config: &RunConfig, args: TrainArgs, run_dir: PathBuf) -> Result<()> {
+    let device = B::Device::default();
     let opts = RunOptions { run_dir: run_dir.clone(), data_dir: args.data_dir, resume: args.resume };
     let mut bar = Bar::new();
     // Ctrl-C: finish the current step, save a checkpoint, exit cleanly.
     let stop = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&stop);
     ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed)).context("installing the Ctrl-C handler")?;
-    let summary = train_lm::<B>(&config, &opts, &device, &mut bar, &stop)
+    if config.model.arch == attend_model::Arch::Seq2seq {
+        let summary = train_mt::<B>(config, &opts, &device, &mut bar, &stop)
+            .with_context(|| format!("training in {}", run_dir.display()))?;
+        bar.bar.finish_and_clear();
+        print_mt_summary(&summary, &run_dir);
+        return Ok(());
+    }
+    let summary = train_lm::<B>(config, &opts, &device, &mut bar, &stop)
         .with_context(|| format!("training in {}", run_dir.display()))?;
     bar.bar.finish_and_clear();
     print_summary(&summary, &run_dir);
@@ -135,4 +153,19 @@ fn print_summary(s: &LmSummary, run_dir: &std::path::Path) {
         );
     }
     println!("sample         {}", s.sample.replace('\n', " / "));
+}
+
+fn print_mt_summary(s: &MtSummary, run_dir: &std::path::Path) {
+    if s.interrupted {
+        println!("stopped at step {}; continue with --resume", s.step);
+    }
+    println!("run            {}", run_dir.display());
+    println!("steps          {} ({} target tokens, {:.1} s)", s.step, s.tokens, s.wall_s);
+    println!("parameters     {}", s.params);
+    println!("training cost  {:.3e} FLOPs (3 x forward FLOPs per token x tokens)", s.train_flops);
+    println!("valid loss     {:.4} nats/token, ppl {:.3}", s.valid_loss, s.valid_loss.exp());
+    println!("valid BLEU     {:.2} ({})", s.valid_bleu, s.bleu_signature);
+    println!("source         {}", s.sample.0);
+    println!("reference      {}", s.sample.1);
+    println!("hypothesis     {}", s.sample.2);
 }

@@ -1,4 +1,5 @@
-//! The invariances of DESIGN.md section 6 as property tests (proptest) on `burn-ndarray`:
+//! The invariances of DESIGN.md section 6 as property tests (proptest) on `burn-ndarray`, or on
+//! `burn-wgpu` with the `test-wgpu` feature (fewer cases: a software Vulkan driver is slow):
 //! each test's name carries the invariant's key word (softmax is in `attention.rs`).
 
 use attend_model::attention::MultiHeadAttention;
@@ -8,15 +9,21 @@ use attend_model::encoder::EncoderLayer;
 use attend_model::mask::padding_from_lengths;
 use attend_model::params::count;
 use burn::module::Module;
-use burn::prelude::Backend;
+use burn::prelude::{Backend, ElementConversion};
 use burn::tensor::{Int, Tensor, TensorData, Tolerance};
 use proptest::prelude::*;
 
-/// The test backend; a `test-wgpu` feature would swap it for `burn_wgpu::Wgpu`.
+/// The test backend: `burn-ndarray`, or `burn_wgpu::Wgpu` with the `test-wgpu` feature.
+#[cfg(not(feature = "test-wgpu"))]
 type TestBackend = burn_ndarray::NdArray<f32>;
+#[cfg(feature = "test-wgpu")]
+type TestBackend = burn_wgpu::Wgpu;
 type T3 = Tensor<TestBackend, 3>;
 
+#[cfg(not(feature = "test-wgpu"))]
 const CASES: u32 = 16;
+#[cfg(feature = "test-wgpu")]
+const CASES: u32 = 4;
 
 fn device() -> burn::tensor::ops::Device<TestBackend> {
     Default::default()
@@ -264,7 +271,7 @@ proptest! {
         for _ in 0..12 {
             let window = &history[history.len().saturating_sub(block)..];
             let logits = lm.forward(tokens(window, 1));
-            let last = logits.slice([0..1, window.len() - 1..window.len()]).argmax(2).into_scalar();
+            let last = logits.slice([0..1, window.len() - 1..window.len()]).argmax(2).into_scalar().elem::<i64>();
             reference.push(last as u32);
             history.push(last);
         }

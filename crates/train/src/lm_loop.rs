@@ -83,7 +83,7 @@ pub enum TrainError {
     NotLm(String),
 }
 
-fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> TrainError + '_ {
+pub(crate) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> TrainError + '_ {
     move |source| TrainError::Io { path: path.to_path_buf(), source }
 }
 
@@ -267,14 +267,15 @@ pub fn train_lm<B: AutodiffBackend>(
     Ok(result)
 }
 
-fn corrupt(dir: &Path, file: &str, e: impl std::fmt::Display) -> CheckpointError {
+pub(crate) fn corrupt(dir: &Path, file: &str, e: impl std::fmt::Display) -> CheckpointError {
     CheckpointError::Corrupt { path: dir.join(file), message: e.to_string() }
 }
 
-fn save<B: AutodiffBackend>(
+/// Writes model, optimizer and state into checkpoint directory `dir`, atomically.
+pub(crate) fn save<B: AutodiffBackend, M: AutodiffModule<B>>(
     dir: &Path,
-    model: &LanguageModel<B>,
-    optim: &Optim<B, LanguageModel<B>>,
+    model: &M,
+    optim: &Optim<B, M>,
     state: &TrainState,
 ) -> Result<(), CheckpointError> {
     checkpoint::write_atomically(dir, state, |tmp| {

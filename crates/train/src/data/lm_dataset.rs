@@ -41,6 +41,10 @@ pub enum DataError {
     Unknown(String),
     #[error("data.tokenizer = \"bpe\" is not supported for language modeling yet; use char or word")]
     BpeLm,
+    #[error("{} and {} are not line-aligned: {} and {} lines", sources.display(), targets.display(), lines.0, lines.1)]
+    Unaligned { sources: PathBuf, targets: PathBuf, lines: (usize, usize) },
+    #[error("data.tokenizer: {0}")]
+    Tokenizer(String),
     #[error("{path}: {symbol:?} of the {split} split is not in the vocabulary")]
     UnknownSymbol { path: PathBuf, split: &'static str, symbol: String },
 }

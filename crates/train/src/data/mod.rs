@@ -4,5 +4,6 @@ pub mod lm_batches;
 pub mod lm_dataset;
 pub mod markov;
 pub mod mt_batches;
+pub mod mt_dataset;
 pub mod synthetic;
 pub mod vocab;

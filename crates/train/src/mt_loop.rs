@@ -1,0 +1,244 @@
+//! The translation training loop (the paper's recipe): token-budget batches of sentence
+//! pairs with padding masks, label-smoothed cross-entropy over real target positions, the
+//! scheduled optimizer, and evaluation by loss and by BLEU of beam-search translations
+//! (`attend-metrics`, sacreBLEU's defaults). Checkpoints and resume as the LM loop.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use attend_metrics::{corpus_bleu, BleuConfig};
+use attend_model::TranslationModel;
+use burn::module::{AutodiffModule, Module};
+use burn::optim::{GradientsAccumulator, GradientsParams};
+use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder};
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{Bool, ElementConversion, Int, Tensor, TensorData};
+use serde_json::json;
+
+use crate::checkpoint::{self, CheckpointError, TrainState};
+use crate::config::RunConfig;
+use crate::data::mt_batches::{pad_batch, token_budget_batches, MtBatch};
+use crate::data::mt_dataset::{load_mt, MtData, IDS};
+use crate::lm_loop::{corrupt, io_err, save, Observer, RunOptions, TrainError};
+use crate::metrics_log::MetricsLog;
+use crate::objective::cross_entropy;
+use crate::optimizer::{clip_global_norm, Optim};
+use crate::rng::Rng;
+use crate::schedule::learning_rate;
+use crate::translate::{translate, TranslateOptions};
+
+/// What a translation run reports.
+#[derive(Clone, Debug)]
+pub struct MtSummary {
+    pub step: u64,
+    pub valid_loss: f64,
+    pub valid_bleu: f64,
+    pub bleu_signature: String,
+    pub wall_s: f64,
+    pub tokens: u64,
+    pub params: u64,
+    pub train_flops: f64,
+    pub sample: (String, String, String),
+    pub interrupted: bool,
+}
+
+/// Trains (or continues) a translation model as `config` says, in `opts.run_dir`.
+pub fn train_mt<B: AutodiffBackend>(
+    config: &RunConfig,
+    opts: &RunOptions,
+    device: &B::Device,
+    observer: &mut dyn Observer,
+    stop: &AtomicBool,
+) -> Result<MtSummary, TrainError> {
+    let data = load_mt(&config.data, &opts.data_dir)?;
+    let vocab = data.tokenizer.vocab_size();
+    let t = &config.train;
+    let run = &opts.run_dir;
+    let ckpt_root = run.join("checkpoints");
+    let log = MetricsLog::new(run.join("metrics.jsonl"));
+    let report = attend_model::count(&config.model, vocab);
+    let rows = if t.batch_tokens == 0 { t.batch_size } else { usize::MAX };
+    let budget = if t.batch_tokens == 0 { usize::MAX } else { t.batch_tokens };
+    let epoch_batches = |epoch: u64| token_budget_batches(&data.train, budget, rows, t.seed, epoch);
+
+    B::seed(device, t.seed);
+    let mut model: TranslationModel<B> = config.model.init_seq2seq(vocab, device);
+    let mut optim: Optim<B, TranslationModel<B>> = Optim::new(t);
+    let mut state = if opts.resume {
+        let (step, dir) = checkpoint::latest(&ckpt_root).ok_or_else(|| CheckpointError::NoCheckpoint(run.clone()))?;
+        let state = checkpoint::read_state(&dir)?;
+        let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
+        model = model.load_file(dir.join("model"), &recorder, device).map_err(|e| corrupt(&dir, "model.mpk", e))?;
+        optim = optim.load(&dir.join("optimizer"), device).map_err(|e| corrupt(&dir, "optimizer.mpk", e))?;
+        log.cut_to_step(step).map_err(io_err(log.path()))?;
+        observer.note(&format!("resumed from {} (step {step})", dir.display()));
+        state
+    } else {
+        if log.path().exists() || ckpt_root.exists() {
+            return Err(TrainError::RunExists(run.clone()));
+        }
+        std::fs::create_dir_all(run).map_err(io_err(run))?;
+        let path = run.join("config.toml");
+        std::fs::write(&path, config.to_toml()).map_err(io_err(&path))?;
+        data.tokenizer.save(run).map_err(io_err(run))?;
+        TrainState {
+            step: 0,
+            epoch: 0,
+            data_position: 0,
+            seed: t.seed,
+            best_valid_loss: None,
+            best_step: None,
+            evals_without_improvement: 0,
+            tokens: 0,
+            wall_s: 0.0,
+        }
+    };
+
+    observer.started(state.step + 1, t.max_steps.max(state.step + 1));
+    let mut batches = epoch_batches(state.epoch);
+    let mut last = None;
+    let mut interrupted = false;
+    while state.step < t.max_steps {
+        let started = Instant::now();
+        let step = state.step + 1;
+        B::seed(device, Rng::derive(t.seed, "dropout", step).next_u64());
+        let mut accumulator = GradientsAccumulator::<TranslationModel<B>>::new();
+        let (mut nll, mut counted, mut tokens) = (0.0, 0.0, 0u64);
+        for _ in 0..t.grad_accum {
+            let index = (state.data_position % batches.len() as u64) as usize;
+            let batch = pad_batch(&data.train, &batches[index], IDS);
+            state.data_position += 1;
+            if state.data_position % batches.len() as u64 == 0 {
+                state.epoch += 1;
+                batches = epoch_batches(state.epoch);
+            }
+            let (logits, targets, weights, n) = forward_batch(&model, &batch, device);
+            let losses = cross_entropy(logits, targets, Some((weights, n)), t.label_smoothing);
+            nll += losses.nll_sum.clone().into_scalar().elem::<f64>();
+            counted += n;
+            tokens += n as u64;
+            let grads = losses.objective.div_scalar(t.grad_accum as f64).backward();
+            accumulator.accumulate(&model, GradientsParams::from_grads(grads, &model));
+        }
+        let loss = nll / counted;
+        if !loss.is_finite() {
+            let last = checkpoint::latest(&ckpt_root).map_or("none".into(), |c| c.1.display().to_string());
+            return Err(TrainError::NonFinite { step, loss, last });
+        }
+        let mut grads = accumulator.grads();
+        clip_global_norm(&model, &mut grads, t.clip_norm);
+        let lr = learning_rate(t, config.model.d_model, step);
+        model = optim.step(lr, model, grads);
+        state.step = step;
+        state.tokens += tokens;
+        let seconds = started.elapsed().as_secs_f64();
+        state.wall_s += seconds;
+        log.append(&json!({"event": "train", "step": step, "loss": loss, "lr": lr, "tokens_per_s": tokens as f64 / seconds}))
+            .map_err(io_err(log.path()))?;
+        observer.step(step, loss, lr, tokens as f64 / seconds);
+
+        let last_step = step == t.max_steps || (t.max_epochs > 0 && state.epoch >= t.max_epochs);
+        interrupted = stop.load(Ordering::Relaxed);
+        if step % t.eval_every == 0 || last_step || interrupted {
+            let inner = model.valid();
+            let valid_loss = teacher_forced_loss(&inner, &data, config, device);
+            let (bleu, signature, sample) = bleu_on_valid(&inner, &data, config, device);
+            log.append(&json!({"event": "eval", "step": step, "split": "valid", "loss": valid_loss,
+                               "ppl": valid_loss.exp(), "bleu": bleu, "signature": signature}))
+                .map_err(io_err(log.path()))?;
+            observer.eval(step, valid_loss);
+            observer.note(&format!("step {step}: valid BLEU {bleu:.2}"));
+            if state.best_valid_loss.is_none_or(|b| valid_loss < b) {
+                state.best_valid_loss = Some(valid_loss);
+                state.best_step = Some(step);
+                state.evals_without_improvement = 0;
+                save(&run.join("best"), &model, &optim, &state)?;
+            } else {
+                state.evals_without_improvement += 1;
+            }
+            last = Some((valid_loss, bleu, signature, sample));
+        }
+        let early = t.patience > 0 && state.evals_without_improvement >= t.patience;
+        if step % t.checkpoint_every == 0 || last_step || early || interrupted {
+            save(&ckpt_root.join(checkpoint::step_dir_name(step)), &model, &optim, &state)?;
+            checkpoint::prune(&ckpt_root, t.keep_checkpoints.max(1))?;
+        }
+        if last_step || early || interrupted {
+            break;
+        }
+    }
+    let (valid_loss, valid_bleu, bleu_signature, sample) = match last {
+        Some(l) => l,
+        None => {
+            let inner = model.valid();
+            let loss = teacher_forced_loss(&inner, &data, config, device);
+            let (b, s, x) = bleu_on_valid(&inner, &data, config, device);
+            (loss, b, s, x)
+        }
+    };
+    let summary = MtSummary {
+        step: state.step,
+        valid_loss,
+        valid_bleu,
+        bleu_signature,
+        wall_s: state.wall_s,
+        tokens: state.tokens,
+        params: report.params,
+        train_flops: 3.0 * report.flops_per_token as f64 * state.tokens as f64,
+        sample,
+        interrupted,
+    };
+    if !interrupted {
+        log.append(&json!({"event": "summary", "step": state.step, "valid_loss": valid_loss, "valid_ppl": valid_loss.exp(),
+                           "valid_bleu": valid_bleu, "wall_s": state.wall_s, "tokens": state.tokens,
+                           "train_flops": summary.train_flops}))
+            .map_err(io_err(log.path()))?;
+        let path = run.join("samples.txt");
+        let (s, r, h) = &summary.sample;
+        std::fs::write(&path, format!("source     {s}\nreference  {r}\nhypothesis {h}\n")).map_err(io_err(&path))?;
+    }
+    Ok(summary)
+}
+
+/// Logits, targets, position weights (1 for real target tokens) and their count.
+fn forward_batch<B: Backend>(
+    model: &TranslationModel<B>,
+    batch: &MtBatch,
+    device: &B::Device,
+) -> (Tensor<B, 3>, Tensor<B, 2, Int>, Tensor<B, 2>, f64) {
+    let ints = |v: &[u32], cols: usize| {
+        Tensor::<B, 2, Int>::from_data(TensorData::new(v.iter().map(|&t| t as i64).collect::<Vec<_>>(), [batch.rows, cols]), device)
+    };
+    let padding: Vec<bool> = batch.source.iter().map(|&t| t == IDS.pad).collect();
+    let padding = Tensor::<B, 2, Bool>::from_data(TensorData::new(padding, [batch.rows, batch.src_len]), device);
+    let weights: Vec<f32> = batch.target_out.iter().map(|&t| if t == IDS.pad { 0.0 } else { 1.0 }).collect();
+    let n = weights.iter().map(|&w| w as f64).sum();
+    let weights = Tensor::<B, 2>::from_data(TensorData::new(weights, [batch.rows, batch.tgt_len]), device);
+    let logits = model.forward(ints(&batch.source, batch.src_len), Some(padding), ints(&batch.target_in, batch.tgt_len));
+    (logits, ints(&batch.target_out, batch.tgt_len), weights, n)
+}
+
+/// Plain cross-entropy (no smoothing) of the validation pairs, nats per target token.
+fn teacher_forced_loss<B: Backend>(model: &TranslationModel<B>, data: &MtData, config: &RunConfig, device: &B::Device) -> f64 {
+    let indices: Vec<usize> = (0..data.valid.len()).collect();
+    let (mut nll, mut n) = (0.0, 0.0);
+    for chunk in indices.chunks(config.eval.batch_size) {
+        let batch = pad_batch(&data.valid, chunk, IDS);
+        let (logits, targets, weights, count) = forward_batch(model, &batch, device);
+        nll += cross_entropy(logits, targets, Some((weights, count)), 0.0).nll_sum.into_scalar().elem::<f64>();
+        n += count;
+    }
+    nll / n.max(1.0)
+}
+
+/// BLEU of beam-search translations of the validation sources against their references,
+/// its signature, and one (source, reference, hypothesis) sample.
+fn bleu_on_valid<B: Backend>(model: &TranslationModel<B>, data: &MtData, config: &RunConfig, device: &B::Device) -> (f64, String, (String, String, String)) {
+    let sources: Vec<&str> = data.valid_text.iter().map(|p| p.0.as_str()).collect();
+    let hyps = translate(model, &data.tokenizer, &sources, &TranslateOptions::from(&config.decode), device);
+    let refs = [data.valid_text.iter().map(|p| p.1.clone()).collect::<Vec<_>>()];
+    let bleu_config = BleuConfig::corpus();
+    let score = corpus_bleu(&hyps, &refs, &bleu_config).map(|s| s.score).unwrap_or(0.0);
+    let sample = (data.valid_text[0].0.clone(), data.valid_text[0].1.clone(), hyps[0].clone());
+    (score, bleu_config.signature(1).to_string(), sample)
+}
