@@ -18,6 +18,7 @@ pub mod mt_loop;
 pub mod objective;
 pub mod optimizer;
 pub mod rng;
+mod run_start;
 pub mod schedule;
 pub mod trained;
 pub mod translate;

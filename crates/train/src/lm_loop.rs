@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use attend_model::{LanguageModel, Positions};
-use burn::module::{AutodiffModule, Module};
+use burn::module::AutodiffModule;
 use burn::optim::{GradientsAccumulator, GradientsParams};
 use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder};
 use burn::tensor::backend::AutodiffBackend;
@@ -27,6 +27,7 @@ use crate::metrics_log::MetricsLog;
 use crate::objective::cross_entropy;
 use crate::optimizer::{clip_global_norm, Optim};
 use crate::rng::Rng;
+use crate::run_start::start_run;
 use crate::schedule::learning_rate;
 
 /// Where the run lives and whether it continues.
@@ -116,37 +117,11 @@ pub fn train_lm<B: AutodiffBackend>(
 
     // 1. A fresh run, or the state of the last checkpoint.
     B::seed(device, t.seed);
-    let mut model: LanguageModel<B> = config.model.init_lm(vocab_size, device);
-    let mut optim: Optim<B, LanguageModel<B>> = Optim::new(t);
-    let mut state = if opts.resume {
-        let (step, dir) = checkpoint::latest(&ckpt_root).ok_or_else(|| CheckpointError::NoCheckpoint(run.clone()))?;
-        let state = checkpoint::read_state(&dir)?;
-        model = model.load_file(dir.join("model"), &Recorder::new(), device).map_err(|e| corrupt(&dir, "model.mpk", e))?;
-        optim = optim.load(&dir.join("optimizer"), device).map_err(|e| corrupt(&dir, "optimizer.mpk", e))?;
-        log.cut_to_step(step).map_err(io_err(log.path()))?;
-        observer.note(&format!("resumed from {} (step {step})", dir.display()));
-        state
-    } else {
-        if log.path().exists() || ckpt_root.exists() {
-            return Err(TrainError::RunExists(run.clone()));
-        }
-        std::fs::create_dir_all(run).map_err(io_err(run))?;
-        let path = run.join("config.toml");
-        std::fs::write(&path, config.to_toml()).map_err(io_err(&path))?;
-        let path = run.join("vocab.json");
-        std::fs::write(&path, serde_json::to_string(&data.vocab).expect("vocab")).map_err(io_err(&path))?;
-        TrainState {
-            step: 0,
-            epoch: 0,
-            data_position: 0,
-            seed: t.seed,
-            best_valid_loss: None,
-            best_step: None,
-            evals_without_improvement: 0,
-            tokens: 0,
-            wall_s: 0.0,
-        }
-    };
+    let model: LanguageModel<B> = config.model.init_lm(vocab_size, device);
+    let vocab_json = serde_json::to_string(&data.vocab).expect("vocab serializes");
+    let (mut model, mut optim, mut state) = start_run(config, opts, model, Optim::new(t), &log, device, observer, |run| {
+        std::fs::write(run.join("vocab.json"), vocab_json)
+    })?;
     let summary = |state: &TrainState, valid: Scored, model: &LanguageModel<B>, flags: (bool, bool, bool)| LmSummary {
         step: state.step,
         valid,

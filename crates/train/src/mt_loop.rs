@@ -8,22 +8,22 @@ use std::time::Instant;
 
 use attend_metrics::{corpus_bleu, BleuConfig};
 use attend_model::TranslationModel;
-use burn::module::{AutodiffModule, Module};
+use burn::module::AutodiffModule;
 use burn::optim::{GradientsAccumulator, GradientsParams};
-use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Bool, ElementConversion, Int, Tensor, TensorData};
 use serde_json::json;
 
-use crate::checkpoint::{self, CheckpointError, TrainState};
+use crate::checkpoint;
 use crate::config::RunConfig;
 use crate::data::mt_batches::{pad_batch, token_budget_batches, MtBatch};
 use crate::data::mt_dataset::{load_mt, MtData, IDS};
-use crate::lm_loop::{corrupt, io_err, save, Observer, RunOptions, TrainError};
+use crate::lm_loop::{io_err, save, Observer, RunOptions, TrainError};
 use crate::metrics_log::MetricsLog;
 use crate::objective::cross_entropy;
 use crate::optimizer::{clip_global_norm, Optim};
 use crate::rng::Rng;
+use crate::run_start::start_run;
 use crate::schedule::learning_rate;
 use crate::translate::{translate, TranslateOptions};
 
@@ -62,37 +62,9 @@ pub fn train_mt<B: AutodiffBackend>(
     let epoch_batches = |epoch: u64| token_budget_batches(&data.train, budget, rows, t.seed, epoch);
 
     B::seed(device, t.seed);
-    let mut model: TranslationModel<B> = config.model.init_seq2seq(vocab, device);
-    let mut optim: Optim<B, TranslationModel<B>> = Optim::new(t);
-    let mut state = if opts.resume {
-        let (step, dir) = checkpoint::latest(&ckpt_root).ok_or_else(|| CheckpointError::NoCheckpoint(run.clone()))?;
-        let state = checkpoint::read_state(&dir)?;
-        let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
-        model = model.load_file(dir.join("model"), &recorder, device).map_err(|e| corrupt(&dir, "model.mpk", e))?;
-        optim = optim.load(&dir.join("optimizer"), device).map_err(|e| corrupt(&dir, "optimizer.mpk", e))?;
-        log.cut_to_step(step).map_err(io_err(log.path()))?;
-        observer.note(&format!("resumed from {} (step {step})", dir.display()));
-        state
-    } else {
-        if log.path().exists() || ckpt_root.exists() {
-            return Err(TrainError::RunExists(run.clone()));
-        }
-        std::fs::create_dir_all(run).map_err(io_err(run))?;
-        let path = run.join("config.toml");
-        std::fs::write(&path, config.to_toml()).map_err(io_err(&path))?;
-        data.tokenizer.save(run).map_err(io_err(run))?;
-        TrainState {
-            step: 0,
-            epoch: 0,
-            data_position: 0,
-            seed: t.seed,
-            best_valid_loss: None,
-            best_step: None,
-            evals_without_improvement: 0,
-            tokens: 0,
-            wall_s: 0.0,
-        }
-    };
+    let model: TranslationModel<B> = config.model.init_seq2seq(vocab, device);
+    let (mut model, mut optim, mut state) =
+        start_run(config, opts, model, Optim::new(t), &log, device, observer, |run| data.tokenizer.save(run))?;
 
     observer.started(state.step + 1, t.max_steps.max(state.step + 1));
     let mut batches = epoch_batches(state.epoch);
