@@ -91,7 +91,10 @@ fn assert_agree<const D: usize>(what: &str, cpu: Tensor<Cpu, D>, gpu: Tensor<Gpu
     let (cpu, gpu) = (cpu.into_data(), gpu.into_data());
     assert_eq!(cpu.shape, gpu.shape, "{what}: shapes differ");
     let values = gpu.to_vec::<f32>().expect("f32 data");
-    assert!(values.iter().all(|v| v.is_finite()), "{what}: wgpu gave a non-finite value");
+    assert!(
+        values.iter().all(|v| v.is_finite()),
+        "{what}: wgpu gave a non-finite value"
+    );
     cpu.assert_approx_eq::<f32>(&gpu, tolerance());
 }
 
@@ -101,7 +104,8 @@ fn ndarray_and_wgpu_agree_on_lm_logits() {
     config.validate().unwrap();
     Cpu::seed(&cpu(), SEED);
     let on_cpu = config.init_lm::<Cpu>(VOCAB, &cpu());
-    let on_gpu = carry::<Cpu, Gpu, _, _>(on_cpu.clone(), config.init_lm::<Gpu>(VOCAB, &gpu()), &gpu());
+    let on_gpu =
+        carry::<Cpu, Gpu, _, _>(on_cpu.clone(), config.init_lm::<Gpu>(VOCAB, &gpu()), &gpu());
 
     let logits_cpu = on_cpu.forward(ints(&TOKENS, [2, 5], &cpu()));
     let logits_gpu = on_gpu.forward(ints(&TOKENS, [2, 5], &gpu()));
@@ -116,14 +120,23 @@ fn ndarray_and_wgpu_agree_on_attention_weights() {
     let config = lm_config();
     Cpu::seed(&cpu(), SEED);
     let lm_cpu = config.init_lm::<Cpu>(VOCAB, &cpu());
-    let lm_gpu = carry::<Cpu, Gpu, _, _>(lm_cpu.clone(), config.init_lm::<Gpu>(VOCAB, &gpu()), &gpu());
-    let pad = [true, false, false, false, false, false, false, false, false, false];
+    let lm_gpu =
+        carry::<Cpu, Gpu, _, _>(lm_cpu.clone(), config.init_lm::<Gpu>(VOCAB, &gpu()), &gpu());
+    let pad = [
+        true, false, false, false, false, false, false, false, false, false,
+    ];
     let pad_cpu = Tensor::<Cpu, 2, Bool>::from_data(TensorData::new(pad.to_vec(), [2, 5]), &cpu());
     let pad_gpu = Tensor::<Gpu, 2, Bool>::from_data(TensorData::new(pad.to_vec(), [2, 5]), &gpu());
-    let (_, weights_cpu) =
-        lm_cpu.forward_cached(ints(&TOKENS, [2, 5], &cpu()), &mut lm_cpu.empty_cache(), Some(pad_cpu));
-    let (_, weights_gpu) =
-        lm_gpu.forward_cached(ints(&TOKENS, [2, 5], &gpu()), &mut lm_gpu.empty_cache(), Some(pad_gpu));
+    let (_, weights_cpu) = lm_cpu.forward_cached(
+        ints(&TOKENS, [2, 5], &cpu()),
+        &mut lm_cpu.empty_cache(),
+        Some(pad_cpu),
+    );
+    let (_, weights_gpu) = lm_gpu.forward_cached(
+        ints(&TOKENS, [2, 5], &gpu()),
+        &mut lm_gpu.empty_cache(),
+        Some(pad_gpu),
+    );
     assert_eq!(weights_cpu.len(), 2);
     for (layer, (w_cpu, w_gpu)) in weights_cpu.into_iter().zip(weights_gpu).enumerate() {
         assert_eq!(w_cpu.dims(), [2, 2, 5, 5]);
@@ -134,8 +147,11 @@ fn ndarray_and_wgpu_agree_on_attention_weights() {
     let config = seq2seq_config();
     Cpu::seed(&cpu(), SEED);
     let mt_cpu = config.init_seq2seq::<Cpu>(VOCAB, &cpu());
-    let mt_gpu =
-        carry::<Cpu, Gpu, _, _>(mt_cpu.clone(), config.init_seq2seq::<Gpu>(VOCAB, &gpu()), &gpu());
+    let mt_gpu = carry::<Cpu, Gpu, _, _>(
+        mt_cpu.clone(),
+        config.init_seq2seq::<Gpu>(VOCAB, &gpu()),
+        &gpu(),
+    );
     let target = [1, 6, 2, 8, 1, 5];
     let out_cpu = mt_cpu.forward_with_attention(
         ints(&TOKENS, [2, 5], &cpu()),
@@ -148,9 +164,21 @@ fn ndarray_and_wgpu_agree_on_attention_weights() {
         ints(&target, [2, 3], &gpu()),
     );
     let kinds = [
-        ("encoder self-attention", out_cpu.encoder_weights, out_gpu.encoder_weights),
-        ("decoder self-attention", out_cpu.decoder_self_weights, out_gpu.decoder_self_weights),
-        ("decoder cross-attention", out_cpu.decoder_cross_weights, out_gpu.decoder_cross_weights),
+        (
+            "encoder self-attention",
+            out_cpu.encoder_weights,
+            out_gpu.encoder_weights,
+        ),
+        (
+            "decoder self-attention",
+            out_cpu.decoder_self_weights,
+            out_gpu.decoder_self_weights,
+        ),
+        (
+            "decoder cross-attention",
+            out_cpu.decoder_cross_weights,
+            out_gpu.decoder_cross_weights,
+        ),
     ];
     for (kind, all_cpu, all_gpu) in kinds {
         assert_eq!(all_cpu.len(), 2, "{kind}: one tensor per layer");
@@ -166,8 +194,11 @@ fn ndarray_and_wgpu_agree_on_seq2seq_logits() {
     config.validate().unwrap();
     Cpu::seed(&cpu(), SEED);
     let on_cpu = config.init_seq2seq::<Cpu>(VOCAB, &cpu());
-    let on_gpu =
-        carry::<Cpu, Gpu, _, _>(on_cpu.clone(), config.init_seq2seq::<Gpu>(VOCAB, &gpu()), &gpu());
+    let on_gpu = carry::<Cpu, Gpu, _, _>(
+        on_cpu.clone(),
+        config.init_seq2seq::<Gpu>(VOCAB, &gpu()),
+        &gpu(),
+    );
     let target = [1, 6, 2, 8, 1, 5, 9, 4];
     let logits_cpu = on_cpu.forward(
         ints(&TOKENS, [2, 5], &cpu()),
@@ -189,13 +220,20 @@ fn ndarray_and_wgpu_agree_on_cached_decoding_logits() {
     let config = lm_config();
     Cpu::seed(&cpu(), SEED);
     let on_cpu = config.init_lm::<Cpu>(VOCAB, &cpu());
-    let on_gpu = carry::<Cpu, Gpu, _, _>(on_cpu.clone(), config.init_lm::<Gpu>(VOCAB, &gpu()), &gpu());
+    let on_gpu =
+        carry::<Cpu, Gpu, _, _>(on_cpu.clone(), config.init_lm::<Gpu>(VOCAB, &gpu()), &gpu());
     let (mut cache_cpu, mut cache_gpu) = (on_cpu.empty_cache(), on_gpu.empty_cache());
     let steps: [(&[i64], usize); 3] = [(&[1, 4, 9, 3, 3, 10], 3), (&[2, 0], 1), (&[7, 5], 1)];
     for (step, (ids, new)) in steps.into_iter().enumerate() {
-        let (logits_cpu, _) = on_cpu.forward_cached(ints(ids, [2, new], &cpu()), &mut cache_cpu, None);
-        let (logits_gpu, _) = on_gpu.forward_cached(ints(ids, [2, new], &gpu()), &mut cache_gpu, None);
-        assert_agree(&format!("cached step {step} logits"), logits_cpu, logits_gpu);
+        let (logits_cpu, _) =
+            on_cpu.forward_cached(ints(ids, [2, new], &cpu()), &mut cache_cpu, None);
+        let (logits_gpu, _) =
+            on_gpu.forward_cached(ints(ids, [2, new], &gpu()), &mut cache_gpu, None);
+        assert_agree(
+            &format!("cached step {step} logits"),
+            logits_cpu,
+            logits_gpu,
+        );
     }
 }
 
@@ -207,7 +245,8 @@ struct Gradients<'a, B: AutodiffBackend> {
 
 impl<B: AutodiffBackend> ModuleVisitor<B> for Gradients<'_, B> {
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
-        self.out.push(param.val().grad(self.grads).map(|g| g.into_data()));
+        self.out
+            .push(param.val().grad(self.grads).map(|g| g.into_data()));
     }
 }
 
@@ -221,7 +260,10 @@ fn lm_gradients<B: AutodiffBackend>(
     let log_probs = log_softmax(lm.forward(inputs), 2);
     let loss = log_probs.gather(2, targets.unsqueeze_dim(2)).mean().neg();
     let grads = loss.backward();
-    let mut visitor = Gradients::<B> { grads: &grads, out: Vec::new() };
+    let mut visitor = Gradients::<B> {
+        grads: &grads,
+        out: Vec::new(),
+    };
     lm.visit(&mut visitor);
     visitor.out
 }
@@ -235,12 +277,18 @@ fn ndarray_and_wgpu_agree_on_lm_gradients() {
     let config = lm_config();
     Cpu::seed(&cpu(), SEED);
     let on_cpu = config.init_lm::<CpuAd>(VOCAB, &cpu());
-    let on_gpu =
-        carry::<CpuAd, GpuAd, _, _>(on_cpu.clone(), config.init_lm::<GpuAd>(VOCAB, &gpu()), &gpu());
+    let on_gpu = carry::<CpuAd, GpuAd, _, _>(
+        on_cpu.clone(),
+        config.init_lm::<GpuAd>(VOCAB, &gpu()),
+        &gpu(),
+    );
     let grads_cpu = lm_gradients(&on_cpu, &cpu());
     let grads_gpu = lm_gradients(&on_gpu, &gpu());
     assert_eq!(grads_cpu.len(), grads_gpu.len());
-    assert!(grads_cpu.iter().all(Option::is_some), "every parameter gets a gradient");
+    assert!(
+        grads_cpu.iter().all(Option::is_some),
+        "every parameter gets a gradient"
+    );
     for (i, (g_cpu, g_gpu)) in grads_cpu.into_iter().zip(grads_gpu).enumerate() {
         let (g_cpu, g_gpu) = (g_cpu.unwrap(), g_gpu.expect("wgpu gives the gradient too"));
         assert!(
