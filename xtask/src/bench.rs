@@ -1,4 +1,4 @@
-//! `cargo xtask bench [bpe|all]`: end-to-end figures of ours beside the peers', measured in
+//! `cargo xtask bench [bpe|bleu|all]`: end-to-end figures of ours beside the peers', measured in
 //! the same run on the same input (DESIGN.md section 8). One JSON line per figure on
 //! stdout; progress on stderr.
 //!

@@ -1,8 +1,8 @@
 //! Criterion benchmarks of the tokenizer: training and encoding speed.
 //!
-//! Data: `ATTEND_BENCH_CORPUS` (default: `../shared/bench-data/corpus100mb.txt` is not
-//! assumed; the default is tiny Shakespeare in `../shared/data`). Run through
-//! `cargo xtask bench bpe`, which also runs the peers for the same-run comparison.
+//! Data: the file named by `ATTEND_BENCH_CORPUS`, else tiny Shakespeare in `../shared/data`.
+//! Run with `cargo bench -p attend-bpe`; the same-run comparison with the peers is
+//! `cargo xtask bench bpe`.
 
 use std::path::PathBuf;
 
