@@ -168,14 +168,8 @@ pub fn train_lm<B: AutodiffBackend>(
             accumulator.accumulate(&model, GradientsParams::from_grads(grads, &model));
         }
         let loss = nll / counted;
-        if !loss.is_finite() {
-            let last = checkpoint::latest(&ckpt_root).map_or("none".into(), |c| c.1.display().to_string());
-            return Err(TrainError::NonFinite { step, loss, last });
-        }
-        let mut grads = accumulator.grads();
-        clip_global_norm(&model, &mut grads, t.clip_norm);
-        let lr = learning_rate(t, config.model.d_model, step);
-        model = optim.step(lr, model, grads);
+        let lr;
+        (model, lr) = update(model, &mut optim, accumulator, loss, step, config, &ckpt_root)?;
         state.step = step;
         state.tokens += tokens_per_step;
         state.epoch = state.tokens / data.train.len() as u64;
@@ -244,6 +238,28 @@ pub fn train_lm<B: AutodiffBackend>(
 
 pub(crate) fn corrupt(dir: &Path, file: &str, e: impl std::fmt::Display) -> CheckpointError {
     CheckpointError::Corrupt { path: dir.join(file), message: e.to_string() }
+}
+
+/// Ends a step: refuses a non-finite loss (naming the step and the last good checkpoint),
+/// clips the accumulated gradients by global norm and takes the scheduled optimizer step.
+/// Returns the updated model and the learning rate used.
+pub(crate) fn update<B: AutodiffBackend, M: AutodiffModule<B>>(
+    model: M,
+    optim: &mut Optim<B, M>,
+    mut accumulator: GradientsAccumulator<M>,
+    loss: f64,
+    step: u64,
+    config: &RunConfig,
+    ckpt_root: &Path,
+) -> Result<(M, f64), TrainError> {
+    if !loss.is_finite() {
+        let last = checkpoint::latest(ckpt_root).map_or("none".into(), |c| c.1.display().to_string());
+        return Err(TrainError::NonFinite { step, loss, last });
+    }
+    let mut grads = accumulator.grads();
+    clip_global_norm(&model, &mut grads, config.train.clip_norm);
+    let lr = learning_rate(&config.train, config.model.d_model, step);
+    Ok((optim.step(lr, model, grads), lr))
 }
 
 /// Writes model, optimizer and state into checkpoint directory `dir`, atomically.

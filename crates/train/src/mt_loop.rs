@@ -18,13 +18,12 @@ use crate::checkpoint;
 use crate::config::RunConfig;
 use crate::data::mt_batches::{pad_batch, token_budget_batches, MtBatch};
 use crate::data::mt_dataset::{load_mt, MtData, IDS};
-use crate::lm_loop::{io_err, save, Observer, RunOptions, TrainError};
+use crate::lm_loop::{io_err, save, update, Observer, RunOptions, TrainError};
 use crate::metrics_log::MetricsLog;
 use crate::objective::cross_entropy;
-use crate::optimizer::{clip_global_norm, Optim};
+use crate::optimizer::Optim;
 use crate::rng::Rng;
 use crate::run_start::start_run;
-use crate::schedule::learning_rate;
 use crate::translate::{translate, TranslateOptions};
 
 /// What a translation run reports.
@@ -93,14 +92,8 @@ pub fn train_mt<B: AutodiffBackend>(
             accumulator.accumulate(&model, GradientsParams::from_grads(grads, &model));
         }
         let loss = nll / counted;
-        if !loss.is_finite() {
-            let last = checkpoint::latest(&ckpt_root).map_or("none".into(), |c| c.1.display().to_string());
-            return Err(TrainError::NonFinite { step, loss, last });
-        }
-        let mut grads = accumulator.grads();
-        clip_global_norm(&model, &mut grads, t.clip_norm);
-        let lr = learning_rate(t, config.model.d_model, step);
-        model = optim.step(lr, model, grads);
+        let lr;
+        (model, lr) = update(model, &mut optim, accumulator, loss, step, config, &ckpt_root)?;
         state.step = step;
         state.tokens += tokens;
         let seconds = started.elapsed().as_secs_f64();
