@@ -1,4 +1,4 @@
-//! `cargo xtask bench [bpe|bleu|all]`: end-to-end figures of ours beside the peers', measured in
+//! `cargo xtask bench [bpe|bleu|train|all]`: end-to-end figures of ours beside the peers', measured in
 //! the same run on the same input (DESIGN.md section 8). One JSON line per figure on
 //! stdout; progress on stderr.
 //!
@@ -25,22 +25,26 @@ pub struct BenchArgs {
     corpus: PathBuf,
     /// The directory `shared/` (with data/ and bench/peers/).
     #[arg(long, env = "ATTEND_SHARED_DIR", default_value = "../shared")]
-    shared: PathBuf,
+    pub shared: PathBuf,
     /// Python interpreter that has the peers installed.
     #[arg(long, env = "ATTEND_PEERS_PYTHON", default_value = "python3")]
-    python: String,
+    pub python: String,
+    /// Python interpreter that has PyTorch (the `train` peer); default: --python.
+    #[arg(long, env = "ATTEND_TORCH_PYTHON")]
+    pub torch_python: Option<String>,
     /// Repetitions of each timed run (minimum and median are reported).
     #[arg(long, default_value_t = 3)]
-    reps: usize,
+    pub reps: usize,
     /// Skip the peers (ours only).
     #[arg(long)]
-    no_peers: bool,
+    pub no_peers: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Which {
     Bpe,
     Bleu,
+    Train,
     All,
 }
 
@@ -50,6 +54,10 @@ pub fn run(args: BenchArgs) -> Result<()> {
     }
     if matches!(args.which, Which::Bleu | Which::All) {
         bench_bleu(&args)?;
+    }
+    if matches!(args.which, Which::Train | Which::All) {
+        let torch = args.torch_python.clone().unwrap_or_else(|| args.python.clone());
+        crate::bench_train::bench_train(&BenchArgs { torch_python: Some(torch), ..args })?;
     }
     Ok(())
 }
@@ -91,7 +99,7 @@ fn bench_bleu(args: &BenchArgs) -> Result<()> {
     let peer = if args.no_peers {
         Value::Null
     } else {
-        run_peer_script(args, "sacrebleu_bench.py", &[
+        run_peer_script(args, &args.python, "sacrebleu", "sacrebleu_bench.py", &[
             "--text".as_ref(), corpus.as_os_str(), "--n".as_ref(), "100000".as_ref(),
             "--reps".as_ref(), args.reps.to_string().as_ref(),
         ])?
@@ -118,12 +126,12 @@ pub fn peak_rss_mb() -> Option<f64> {
     Some(kb / 1024.0)
 }
 
-fn min_median(mut xs: Vec<f64>) -> (f64, f64) {
+pub fn min_median(mut xs: Vec<f64>) -> (f64, f64) {
     xs.sort_by(f64::total_cmp);
     (xs[0], xs[xs.len() / 2])
 }
 
-fn emit(v: Value) {
+pub fn emit(v: Value) {
     println!("{v}");
 }
 
@@ -222,7 +230,7 @@ fn bench_encode(args: &BenchArgs, corpus: &Path) -> Result<()> {
     let peer = if args.no_peers {
         Value::Null
     } else {
-        run_peer_script(args, "tokenizer_encode_bench.py", &[
+        run_peer_script(args, &args.python, "tokenizers", "tokenizer_encode_bench.py", &[
             "--text".as_ref(), corpus.as_os_str(), "--train_text".as_ref(), train_text.as_os_str(),
             "--mb".as_ref(), "10".as_ref(), "--reps".as_ref(), args.reps.to_string().as_ref(),
         ])?
@@ -237,23 +245,24 @@ fn bench_encode(args: &BenchArgs, corpus: &Path) -> Result<()> {
 
 fn peer_train(args: &BenchArgs, corpus: &Path) -> Result<Option<serde_json::Map<String, Value>>> {
     let reps = args.reps.to_string();
-    let summary = run_peer_script(args, "tokenizer_train_bench.py", &[
+    let summary = run_peer_script(args, &args.python, "tokenizers", "tokenizer_train_bench.py", &[
         "--inputs".as_ref(), corpus.as_os_str(), "--vocabs".as_ref(), "32000".as_ref(),
         "--tools".as_ref(), "yttm,spm,hf".as_ref(), "--reps".as_ref(), reps.as_ref(),
     ])?;
     Ok(summary.and_then(|s| s["results"].as_object().cloned()))
 }
 
-/// Runs one peer script; `None` (with a note on stderr) if the peers are not installed.
-fn run_peer_script(args: &BenchArgs, script: &str, script_args: &[&std::ffi::OsStr]) -> Result<Option<Value>> {
-    let probe = Command::new(&args.python).args(["-c", "import tokenizers"]).output();
+/// Runs one peer script with `python`; `None` (with a note on stderr) if that interpreter
+/// cannot import `module` (the peer is not installed).
+pub fn run_peer_script(args: &BenchArgs, python: &str, module: &str, script: &str, script_args: &[&std::ffi::OsStr]) -> Result<Option<Value>> {
+    let probe = Command::new(python).args(["-c", &format!("import {module}")]).output();
     if !probe.is_ok_and(|o| o.status.success()) {
-        eprintln!("peers: {} cannot import tokenizers; see ../shared/bench/peers/README.md", args.python);
+        eprintln!("peers: {python} cannot import {module}; see ../shared/bench/peers/README.md");
         return Ok(None);
     }
     let path = args.shared.join("bench/peers").join(script);
     eprintln!("peers: running {}", path.display());
-    let output = Command::new(&args.python)
+    let output = Command::new(python)
         .arg(&path)
         .args(script_args)
         .stderr(std::process::Stdio::inherit())

@@ -1,18 +1,24 @@
-//! `cargo xtask eval`: score a trained language model on a split (or a file); with
-//! `--dynamic`, the notes' dynamic evaluation beside the static score. Human lines first; the
-//! last stdout line is one JSON object (`loss`, `ppl`, `ppl_word`, `bpc`).
+//! `cargo xtask eval`: score a trained model on a split. Language models (or a text file with
+//! `--data`): cross-entropy and perplexities; with `--dynamic`, the notes' dynamic evaluation
+//! beside the static score. Translation models: teacher-forced loss, then BLEU (cased and
+//! lowercased) and chrF of beam-search translations of the split. Human lines first; the last
+//! stdout line is one JSON object (`loss`, `ppl`, `ppl_word`, `bpc`; MT: `bleu`, `signature`).
 
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use attend_metrics::PerplexityReport;
+use attend_model::Arch;
+use attend_train::config::RunConfig;
 use attend_train::evaluate::{eval_lm, Split};
+use attend_train::mt_eval::eval_mt;
+use attend_train::translate::TranslateOptions;
 use clap::{Args, ValueEnum};
 use serde_json::json;
 
 #[derive(Args)]
 pub struct EvalArgs {
-    /// The run directory (its config.toml, vocab.json and weights).
+    /// The run directory (its config.toml, vocabulary and weights).
     #[arg(long)]
     run: PathBuf,
     /// Which split of the run's dataset.
@@ -24,6 +30,12 @@ pub struct EvalArgs {
     /// Add dynamic evaluation (eval.dynamic_segment, eval.dynamic_lr, eval.dynamic_decay).
     #[arg(long)]
     dynamic: bool,
+    /// Translation: beam width (default: the run's decode.beam).
+    #[arg(long)]
+    beam: Option<usize>,
+    /// Translation: length penalty α (default: the run's decode.lenpen).
+    #[arg(long)]
+    lenpen: Option<f64>,
     /// Directory holding the named datasets (default: $ATTEND_DATA_DIR, else data/).
     #[arg(long, env = "ATTEND_DATA_DIR", default_value = "data")]
     data_dir: PathBuf,
@@ -41,6 +53,14 @@ pub fn run(args: EvalArgs) -> Result<()> {
         SplitArg::Valid => Split::Valid,
         SplitArg::Test => Split::Test,
     };
+    let config_path = args.run.join("config.toml");
+    let config = RunConfig::from_resolved(&config_path).with_context(|| format!("evaluating {}", args.run.display()))?;
+    if config.model.arch == Arch::Seq2seq {
+        return run_mt(&args, &config, split);
+    }
+    if args.beam.is_some() || args.lenpen.is_some() {
+        anyhow::bail!("--beam and --lenpen apply to translation runs; {} is a language model", args.run.display());
+    }
     let report = eval_lm::<B>(&args.run, &args.data_dir, split, args.data.as_deref(), args.dynamic, &Default::default())
         .with_context(|| format!("evaluating {}", args.run.display()))?;
     print_lines(&format!("{} (static)", report.split), &report.report);
@@ -54,6 +74,37 @@ pub fn run(args: EvalArgs) -> Result<()> {
         out["dynamic_ppl_word"] = json!(dynamic.ppl_word);
     }
     out["split"] = json!(report.split);
+    println!("{out}");
+    Ok(())
+}
+
+fn run_mt(args: &EvalArgs, config: &RunConfig, split: Split) -> Result<()> {
+    type B = burn_ndarray::NdArray<f32>;
+    if args.dynamic || args.data.is_some() {
+        anyhow::bail!(
+            "{} is a translation run: eval scores its --split (valid or test); for other files pipe `cargo xtask translate` into `cargo xtask bleu`",
+            args.run.display()
+        );
+    }
+    let mut options = TranslateOptions::from(&config.decode);
+    options.beam = args.beam.unwrap_or(options.beam);
+    options.lenpen = args.lenpen.unwrap_or(options.lenpen);
+    if options.beam == 0 {
+        anyhow::bail!("--beam must be at least 1");
+    }
+    let report = eval_mt::<B>(&args.run, &args.data_dir, split, Some(options.clone()), &Default::default())
+        .with_context(|| format!("evaluating {}", args.run.display()))?;
+    let s = &report.scores;
+    println!("weights: {}", report.weights);
+    println!("{}: {:.4} nats/target token, ppl {:.3} over {} tokens (teacher-forced)", report.split, report.loss, report.loss.exp(), report.tokens);
+    println!("beam {}, length penalty {}: {} sentences", options.beam, options.lenpen, report.sentences);
+    println!("BLEU = {:.2} ({})", s.bleu, s.signature);
+    println!("BLEU = {:.2} ({})", s.bleu_lowercase, s.signature_lowercase);
+    println!("chrF2 = {:.2} ({})", s.chrf, s.chrf_signature);
+    let out = json!({"split": report.split, "loss": report.loss, "ppl": report.loss.exp(), "ppl_word": null, "bpc": null,
+                     "tokens": report.tokens, "bleu": s.bleu, "signature": s.signature,
+                     "bleu_lowercase": s.bleu_lowercase, "signature_lowercase": s.signature_lowercase,
+                     "chrf": s.chrf, "chrf_signature": s.chrf_signature, "beam": options.beam, "lenpen": options.lenpen});
     println!("{out}");
     Ok(())
 }

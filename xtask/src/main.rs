@@ -6,9 +6,11 @@
 
 mod baseline;
 mod bench;
+mod bench_train;
 mod bleu;
 mod bpe;
 mod chrf;
+mod data;
 mod eval;
 mod generate;
 mod params;
@@ -28,7 +30,7 @@ struct Cli {
 enum Command {
     /// Train a model: the embedded default without --config (a small LM on generated text).
     Train(train::TrainArgs),
-    /// Score a trained language model: cross-entropy, perplexities; --dynamic adds dynamic evaluation.
+    /// Score a trained model: LM cross-entropy and perplexities (--dynamic: dynamic evaluation); MT loss, BLEU, chrF.
     Eval(eval::EvalArgs),
     /// Continue a prompt with a trained language model (temperature, top-k, top-p, seed).
     Generate(generate::GenerateArgs),
@@ -46,6 +48,8 @@ enum Command {
     Baseline(baseline::BaselineArgs),
     /// Parameter count and forward FLOPs per token of a configured model, without training.
     Params(params::ParamsArgs),
+    /// Download a named public dataset into the data directory, checking every sha256.
+    Data(data::DataArgs),
 }
 
 fn main() {
@@ -66,6 +70,7 @@ fn main() {
         Command::Chrf(args) => chrf::run(args),
         Command::Baseline(args) => baseline::run(args),
         Command::Params(args) => params::run(args),
+        Command::Data(args) => data::run(args),
     };
     if let Err(err) = result {
         // One line: the outermost context, then each cause.

@@ -34,6 +34,7 @@ pub mod cache;
 pub mod causal;
 pub mod config;
 pub mod decode;
+pub mod decoder_only;
 pub mod decoder;
 pub mod embedding;
 pub mod encoder;
@@ -50,6 +51,7 @@ pub mod sublayer;
 
 pub use causal::CausalLm;
 pub use config::{Activation, Arch, ConfigError, Init, ModelConfig, NormPosition, Positions};
+pub use decoder_only::{DecoderOnly, DecoderOnlyCache};
 pub use lm::{LanguageModel, LmCache};
 pub use notes::{NotesCache, NotesModel};
 pub use params::{count, ParamReport};

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use attend_model::{LanguageModel, ModelConfig};
+use attend_model::{DecoderOnly, ModelConfig};
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamId};
 use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder};
 use burn::tensor::backend::Backend;
@@ -17,17 +17,25 @@ use crate::checkpoint::{self, CheckpointError};
 type Recorder = NamedMpkFileRecorder<FullPrecisionSettings>;
 
 /// Loads the language model saved in checkpoint directory `dir`.
-pub fn load_model<B: Backend>(config: &ModelConfig, vocab: usize, dir: &Path, device: &B::Device) -> Result<LanguageModel<B>, CheckpointError> {
-    config
-        .init_lm::<B>(vocab, device)
+pub fn load_model<B: Backend>(config: &ModelConfig, vocab: usize, dir: &Path, device: &B::Device) -> Result<DecoderOnly<B>, CheckpointError> {
+    let model = config.init_decoder_only::<B>(vocab, device).ok_or_else(|| CheckpointError::Corrupt {
+        path: dir.to_path_buf(),
+        message: "model.arch = \"seq2seq\" is not a language model".into(),
+    })?;
+    load_weights(model, dir, device)
+}
+
+/// Loads the weights saved in checkpoint directory `dir` into `model` (same architecture).
+pub fn load_weights<B: Backend, M: Module<B>>(model: M, dir: &Path, device: &B::Device) -> Result<M, CheckpointError> {
+    model
         .load_file(dir.join("model"), &Recorder::new(), device)
         .map_err(|e| CheckpointError::Corrupt { path: dir.join("model.mpk"), message: e.to_string() })
 }
 
-/// Averages the models of `dirs` (oldest first) into `out`.
-pub fn average_checkpoints<B: Backend>(
-    config: &ModelConfig,
-    vocab: usize,
+/// Averages the models of `dirs` (oldest first) into `out`; `init` builds an empty model of
+/// the run's architecture to load each checkpoint into.
+pub fn average_checkpoints<B: Backend, M: Module<B>>(
+    init: impl Fn() -> M,
     dirs: &[(u64, PathBuf)],
     out: &Path,
     device: &B::Device,
@@ -36,16 +44,26 @@ pub fn average_checkpoints<B: Backend>(
     let mut sum = Sum::<B>::default();
     let mut first = None;
     for (_, dir) in dirs {
-        let model = load_model::<B>(config, vocab, dir, device)?;
+        let model = load_weights::<B, M>(init(), dir, device)?;
         model.visit(&mut sum);
         first.get_or_insert(model);
     }
     let averaged = first.expect("at least one").map(&mut Divide { sum: &sum, count: dirs.len() as f64 });
     let state = checkpoint::read_state(newest)?;
     let steps: Vec<u64> = dirs.iter().map(|d| d.0).collect();
-    checkpoint::write_atomically(out, &state, |tmp| {
-        averaged.save_file(tmp.join("model"), &Recorder::new()).map_err(|e| e.to_string())?;
-        std::fs::write(tmp.join("steps.json"), serde_json::json!({ "steps": steps }).to_string()).map_err(|e| e.to_string())
+    write_averaged(out, &state, averaged, serde_json::json!({ "steps": steps }))
+}
+
+/// Writes an averaged model to `out` (atomically) with `steps.json` saying what it averages.
+pub fn write_averaged<B: Backend, M: Module<B>>(
+    out: &Path,
+    state: &checkpoint::TrainState,
+    model: M,
+    steps: serde_json::Value,
+) -> Result<(), CheckpointError> {
+    checkpoint::write_atomically(out, state, |tmp| {
+        model.save_file(tmp.join("model"), &Recorder::new()).map_err(|e| e.to_string())?;
+        std::fs::write(tmp.join("steps.json"), steps.to_string()).map_err(|e| e.to_string())
     })
 }
 

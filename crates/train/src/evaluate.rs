@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use attend_metrics::{CrossEntropyStats, PerplexityReport, TextCounts};
-use attend_model::LanguageModel;
+use attend_model::DecoderOnly;
 use burn::module::{AutodiffModule, Module, ModuleMapper, ModuleVisitor, Param, ParamId};
 use burn::optim::GradientsParams;
 use burn::tensor::backend::{AutodiffBackend, Backend};
@@ -92,7 +92,7 @@ fn perplexities(s: Scored, counts: TextCounts, stream_len: usize) -> PerplexityR
 
 /// Scores `stream` segment by segment, adapting the weights after each segment.
 fn dynamic_score<B: AutodiffBackend>(
-    mut model: LanguageModel<B>,
+    mut model: DecoderOnly<B>,
     stream: &[u32],
     segment: usize,
     min_context: usize,

@@ -1,10 +1,11 @@
 //! # attend-train: from text files to a trained, evaluated Transformer
 //!
 //! Wires the other crates together: datasets and their tokenization (characters, words, or
-//! `attend-bpe`), batching, the TOML run configuration, learning-rate schedules, and (to come)
-//! the training loop, checkpoints and evaluation with `attend-metrics`. Models come from
+//! `attend-bpe`), batching, the TOML run configuration, learning-rate schedules, the training loops,
+//! checkpoints, and evaluation with `attend-metrics`. Models come from
 //! `attend-model`. See DESIGN.md sections 4, 5 and 7.
 
+pub mod asgd;
 pub mod average;
 pub mod checkpoint;
 pub mod config;
@@ -14,9 +15,11 @@ pub mod generate;
 pub mod lm_eval;
 pub mod lm_loop;
 pub mod metrics_log;
+pub mod mt_eval;
 pub mod mt_loop;
 pub mod objective;
 pub mod optimizer;
+pub mod plot;
 pub mod rng;
 mod run_start;
 pub mod schedule;

@@ -6,7 +6,7 @@
 //! `min_context` tokens of context inside their window are not scored (generated data: the
 //! source's order, so the figure compares with the entropy rate; 0 scores everything).
 
-use attend_model::LanguageModel;
+use attend_model::DecoderOnly;
 use burn::tensor::backend::Backend;
 use burn::tensor::{ElementConversion, Int, Tensor, TensorData};
 
@@ -30,7 +30,7 @@ impl Scored {
 
 /// Scores `stream` (at most `max_batches` batches of `batch` windows; 0: all).
 pub fn score<B: Backend>(
-    model: &LanguageModel<B>,
+    model: &DecoderOnly<B>,
     stream: &[u32],
     block: usize,
     batch: usize,

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use attend_model::{LanguageModel, Positions};
+use attend_model::{DecoderOnly, Positions};
 use burn::module::AutodiffModule;
 use burn::optim::{GradientsAccumulator, GradientsParams};
 use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder};
@@ -17,7 +17,7 @@ use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{ElementConversion, Int, Tensor, TensorData};
 use serde_json::json;
 
-use crate::average::{average_checkpoints, load_model};
+use crate::average::{average_checkpoints, load_model, write_averaged};
 use crate::checkpoint::{self, CheckpointError, TrainState};
 use crate::config::{RunConfig, Sampling};
 use crate::data::lm_batches::{random_batch, sequential_batch, sequential_len, LmBatch};
@@ -80,8 +80,8 @@ pub enum TrainError {
     TooShort { what: &'static str, len: usize, block: usize },
     #[error(transparent)]
     Prompt(#[from] crate::generate::PromptError),
-    #[error("model.arch = {0:?}: this loop trains language models (lm, notes); translation training is not built yet")]
-    NotLm(String),
+    #[error("model.arch = \"seq2seq\" is a translation model; this command needs a language model (arch = \"lm\" or \"notes\")")]
+    NotLm,
 }
 
 pub(crate) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> TrainError + '_ {
@@ -98,9 +98,6 @@ pub fn train_lm<B: AutodiffBackend>(
     observer: &mut dyn Observer,
     stop: &AtomicBool,
 ) -> Result<LmSummary, TrainError> {
-    if config.model.arch != attend_model::Arch::Lm {
-        return Err(TrainError::NotLm(format!("{:?}", config.model.arch).to_lowercase()));
-    }
     let data = load_lm(&config.data, &opts.data_dir)?;
     let block = config.model.block_size;
     for (what, len) in [("training split", data.train.len()), ("validation split", data.valid.len())] {
@@ -117,12 +114,12 @@ pub fn train_lm<B: AutodiffBackend>(
 
     // 1. A fresh run, or the state of the last checkpoint.
     B::seed(device, t.seed);
-    let model: LanguageModel<B> = config.model.init_lm(vocab_size, device);
+    let model: DecoderOnly<B> = config.model.init_decoder_only(vocab_size, device).ok_or(TrainError::NotLm)?;
     let vocab_json = serde_json::to_string(&data.vocab).expect("vocab serializes");
     let (mut model, mut optim, mut state) = start_run(config, opts, model, Optim::new(t), &log, device, observer, |run| {
         std::fs::write(run.join("vocab.json"), vocab_json)
     })?;
-    let summary = |state: &TrainState, valid: Scored, model: &LanguageModel<B>, flags: (bool, bool, bool)| LmSummary {
+    let summary = |state: &TrainState, valid: Scored, model: &DecoderOnly<B>, flags: (bool, bool, bool)| LmSummary {
         step: state.step,
         valid,
         entropy_rate: data.entropy_rate,
@@ -135,13 +132,12 @@ pub fn train_lm<B: AutodiffBackend>(
         interrupted: flags.1,
         already_done: flags.2,
     };
-    let evaluate = |model: &LanguageModel<B>| {
-        let inner = model.valid();
-        score(&inner, &data.valid, block, config.eval.batch_size, data.min_context, t.eval_batches, device)
+    let evaluate = |inner: &DecoderOnly<B::InnerBackend>| {
+        score(inner, &data.valid, block, config.eval.batch_size, data.min_context, t.eval_batches, device)
     };
     if state.step >= t.max_steps {
         observer.note(&format!("the run is already at train.max_steps = {}", t.max_steps));
-        let valid = evaluate(&model);
+        let valid = evaluate(&optim.eval_weights(&model));
         return Ok(summary(&state, valid, &model, (false, false, true)));
     }
 
@@ -155,7 +151,7 @@ pub fn train_lm<B: AutodiffBackend>(
         let started = Instant::now();
         let step = state.step + 1;
         B::seed(device, Rng::derive(t.seed, "dropout", step).next_u64());
-        let mut accumulator = GradientsAccumulator::<LanguageModel<B>>::new();
+        let mut accumulator = GradientsAccumulator::<DecoderOnly<B>>::new();
         let (mut nll, mut counted) = (0.0, 0.0);
         for _ in 0..t.grad_accum {
             let batch = next_batch(&data, config, state.data_position);
@@ -183,10 +179,11 @@ pub fn train_lm<B: AutodiffBackend>(
         let last_step = step == t.max_steps || (t.max_epochs > 0 && state.epoch >= t.max_epochs);
         interrupted = stop.load(Ordering::Relaxed);
         if step % t.eval_every == 0 || last_step || interrupted {
-            let valid = evaluate(&model);
+            let valid = evaluate(&optim.eval_weights(&model));
             log.append(&json!({"event": "eval", "step": step, "split": "valid", "loss": valid.loss(), "ppl": valid.loss().exp()}))
                 .map_err(io_err(log.path()))?;
             observer.eval(step, valid.loss());
+            plot(run, &log)?;
             if state.best_valid_loss.is_none_or(|b| valid.loss() < b) {
                 state.best_valid_loss = Some(valid.loss());
                 state.best_step = Some(step);
@@ -212,7 +209,8 @@ pub fn train_lm<B: AutodiffBackend>(
         let all = checkpoint::list(&ckpt_root);
         let last = &all[all.len().saturating_sub(t.average_last)..];
         let out = run.join("averaged");
-        average_checkpoints::<B::InnerBackend>(&config.model, vocab_size, last, &out, device)?;
+        let init = || config.model.init_decoder_only::<B::InnerBackend>(vocab_size, device).expect("checked at the start");
+        average_checkpoints(init, last, &out, device)?;
         let averaged = load_model::<B::InnerBackend>(&config.model, vocab_size, &out, device)?;
         let scored = score(&averaged, &data.valid, block, config.eval.batch_size, data.min_context, t.eval_batches, device);
         log.append(&json!({"event": "eval", "step": state.step, "split": "valid-averaged", "loss": scored.loss(),
@@ -220,7 +218,12 @@ pub fn train_lm<B: AutodiffBackend>(
             .map_err(io_err(log.path()))?;
         observer.note(&format!("averaged {} checkpoints: valid loss {:.4}", last.len(), scored.loss()));
     }
-    let valid = last_valid.unwrap_or_else(|| evaluate(&model));
+    if let (Some((mean, start)), false) = (optim.iterate_mean(), interrupted) {
+        let steps = json!({"asgd_start": start, "last_step": state.step});
+        write_averaged(&run.join("averaged"), &state, mean.clone(), steps)?;
+        observer.note(&format!("averaged/ holds the ASGD mean of steps {start}..={}", state.step));
+    }
+    let valid = last_valid.unwrap_or_else(|| evaluate(&optim.eval_weights(&model)));
     let result = summary(&state, valid, &model, (early_stopped, interrupted, false));
     let mut event = json!({"event": "summary", "step": state.step, "valid_loss": valid.loss(),
                            "valid_ppl": valid.loss().exp(), "wall_s": state.wall_s,
@@ -232,8 +235,15 @@ pub fn train_lm<B: AutodiffBackend>(
         log.append(&event).map_err(io_err(log.path()))?;
         let path = run.join("samples.txt");
         std::fs::write(&path, format!("{}\n", result.sample)).map_err(io_err(&path))?;
+        plot(run, &log)?;
     }
     Ok(result)
+}
+
+/// Redraws `loss.svg` from `metrics.jsonl`.
+pub(crate) fn plot(run: &Path, log: &MetricsLog) -> Result<(), TrainError> {
+    let out = run.join("loss.svg");
+    crate::plot::plot_losses(log.path(), &out).map_err(io_err(&out))
 }
 
 pub(crate) fn corrupt(dir: &Path, file: &str, e: impl std::fmt::Display) -> CheckpointError {
@@ -259,7 +269,7 @@ pub(crate) fn update<B: AutodiffBackend, M: AutodiffModule<B>>(
     let mut grads = accumulator.grads();
     clip_global_norm(&model, &mut grads, config.train.clip_norm);
     let lr = learning_rate(&config.train, config.model.d_model, step);
-    Ok((optim.step(lr, model, grads), lr))
+    Ok((optim.step(step, lr, model, grads), lr))
 }
 
 /// Writes model, optimizer and state into checkpoint directory `dir`, atomically.
@@ -296,7 +306,7 @@ fn batch_tensors<B: AutodiffBackend>(batch: &LmBatch, device: &B::Device) -> (Te
 }
 
 /// A short sample for the summary: sampled from the model after the first validation token.
-fn sample_text<B: AutodiffBackend>(model: &LanguageModel<B>, data: &LmData, config: &RunConfig, device: &B::Device) -> String {
+fn sample_text<B: AutodiffBackend>(model: &DecoderOnly<B>, data: &LmData, config: &RunConfig, device: &B::Device) -> String {
     use attend_model::decode::{sample, SampleOptions};
     let inner = model.valid();
     let prompt = vec![data.valid[0] as i64];

@@ -6,25 +6,25 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use attend_metrics::{corpus_bleu, BleuConfig};
 use attend_model::TranslationModel;
-use burn::module::AutodiffModule;
 use burn::optim::{GradientsAccumulator, GradientsParams};
 use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::{Bool, ElementConversion, Int, Tensor, TensorData};
+use burn::tensor::ElementConversion;
 use serde_json::json;
 
+use crate::average::{average_checkpoints, load_weights, write_averaged};
 use crate::checkpoint;
 use crate::config::RunConfig;
-use crate::data::mt_batches::{pad_batch, token_budget_batches, MtBatch};
+use crate::data::mt_batches::{pad_batch, token_budget_batches};
 use crate::data::mt_dataset::{load_mt, MtData, IDS};
-use crate::lm_loop::{io_err, save, update, Observer, RunOptions, TrainError};
+use crate::mt_eval::{forward_batch, teacher_forced_loss, translate_and_score};
+use crate::lm_loop::{io_err, plot, save, update, Observer, RunOptions, TrainError};
 use crate::metrics_log::MetricsLog;
 use crate::objective::cross_entropy;
 use crate::optimizer::Optim;
 use crate::rng::Rng;
 use crate::run_start::start_run;
-use crate::translate::{translate, TranslateOptions};
+use crate::translate::TranslateOptions;
 
 /// What a translation run reports.
 #[derive(Clone, Debug)]
@@ -105,13 +105,13 @@ pub fn train_mt<B: AutodiffBackend>(
         let last_step = step == t.max_steps || (t.max_epochs > 0 && state.epoch >= t.max_epochs);
         interrupted = stop.load(Ordering::Relaxed);
         if step % t.eval_every == 0 || last_step || interrupted {
-            let inner = model.valid();
-            let valid_loss = teacher_forced_loss(&inner, &data, config, device);
-            let (bleu, signature, sample) = bleu_on_valid(&inner, &data, config, device);
+            let inner = optim.eval_weights(&model);
+            let Validation { loss: valid_loss, bleu, signature, sample } = validate(&inner, &data, config, device);
             log.append(&json!({"event": "eval", "step": step, "split": "valid", "loss": valid_loss,
                                "ppl": valid_loss.exp(), "bleu": bleu, "signature": signature}))
                 .map_err(io_err(log.path()))?;
             observer.eval(step, valid_loss);
+            plot(run, &log)?;
             observer.note(&format!("step {step}: valid BLEU {bleu:.2}"));
             if state.best_valid_loss.is_none_or(|b| valid_loss < b) {
                 state.best_valid_loss = Some(valid_loss);
@@ -126,19 +126,35 @@ pub fn train_mt<B: AutodiffBackend>(
         let early = t.patience > 0 && state.evals_without_improvement >= t.patience;
         if step % t.checkpoint_every == 0 || last_step || early || interrupted {
             save(&ckpt_root.join(checkpoint::step_dir_name(step)), &model, &optim, &state)?;
-            checkpoint::prune(&ckpt_root, t.keep_checkpoints.max(1))?;
+            checkpoint::prune(&ckpt_root, t.keep_checkpoints.max(t.average_last).max(1))?;
         }
         if last_step || early || interrupted {
             break;
         }
     }
+    if t.average_last > 0 && !interrupted {
+        let all = checkpoint::list(&ckpt_root);
+        let last = &all[all.len().saturating_sub(t.average_last)..];
+        let out = run.join("averaged");
+        let init = || config.model.init_seq2seq::<B::InnerBackend>(vocab, device);
+        average_checkpoints(init, last, &out, device)?;
+        let averaged = load_weights(init(), &out, device)?;
+        let v = validate(&averaged, &data, config, device);
+        log.append(&json!({"event": "eval", "step": state.step, "split": "valid-averaged", "loss": v.loss, "ppl": v.loss.exp(),
+                           "bleu": v.bleu, "signature": v.signature, "averaged_steps": last.iter().map(|c| c.0).collect::<Vec<_>>()}))
+            .map_err(io_err(log.path()))?;
+        observer.note(&format!("averaged {} checkpoints: valid loss {:.4}, BLEU {:.2}", last.len(), v.loss, v.bleu));
+    }
+    if let (Some((mean, start)), false) = (optim.iterate_mean(), interrupted) {
+        let steps = json!({"asgd_start": start, "last_step": state.step});
+        write_averaged(&run.join("averaged"), &state, mean.clone(), steps)?;
+    }
     let (valid_loss, valid_bleu, bleu_signature, sample) = match last {
         Some(l) => l,
         None => {
-            let inner = model.valid();
-            let loss = teacher_forced_loss(&inner, &data, config, device);
-            let (b, s, x) = bleu_on_valid(&inner, &data, config, device);
-            (loss, b, s, x)
+            let inner = optim.eval_weights(&model);
+            let v = validate(&inner, &data, config, device);
+            (v.loss, v.bleu, v.signature, v.sample)
         }
     };
     let summary = MtSummary {
@@ -161,49 +177,22 @@ pub fn train_mt<B: AutodiffBackend>(
         let path = run.join("samples.txt");
         let (s, r, h) = &summary.sample;
         std::fs::write(&path, format!("source     {s}\nreference  {r}\nhypothesis {h}\n")).map_err(io_err(&path))?;
+        plot(run, &log)?;
     }
     Ok(summary)
 }
 
-/// Logits, targets, position weights (1 for real target tokens) and their count.
-fn forward_batch<B: Backend>(
-    model: &TranslationModel<B>,
-    batch: &MtBatch,
-    device: &B::Device,
-) -> (Tensor<B, 3>, Tensor<B, 2, Int>, Tensor<B, 2>, f64) {
-    let ints = |v: &[u32], cols: usize| {
-        Tensor::<B, 2, Int>::from_data(TensorData::new(v.iter().map(|&t| t as i64).collect::<Vec<_>>(), [batch.rows, cols]), device)
-    };
-    let padding: Vec<bool> = batch.source.iter().map(|&t| t == IDS.pad).collect();
-    let padding = Tensor::<B, 2, Bool>::from_data(TensorData::new(padding, [batch.rows, batch.src_len]), device);
-    let weights: Vec<f32> = batch.target_out.iter().map(|&t| if t == IDS.pad { 0.0 } else { 1.0 }).collect();
-    let n = weights.iter().map(|&w| w as f64).sum();
-    let weights = Tensor::<B, 2>::from_data(TensorData::new(weights, [batch.rows, batch.tgt_len]), device);
-    let logits = model.forward(ints(&batch.source, batch.src_len), Some(padding), ints(&batch.target_in, batch.tgt_len));
-    (logits, ints(&batch.target_out, batch.tgt_len), weights, n)
-}
-
-/// Plain cross-entropy (no smoothing) of the validation pairs, nats per target token.
-fn teacher_forced_loss<B: Backend>(model: &TranslationModel<B>, data: &MtData, config: &RunConfig, device: &B::Device) -> f64 {
-    let indices: Vec<usize> = (0..data.valid.len()).collect();
-    let (mut nll, mut n) = (0.0, 0.0);
-    for chunk in indices.chunks(config.eval.batch_size) {
-        let batch = pad_batch(&data.valid, chunk, IDS);
-        let (logits, targets, weights, count) = forward_batch(model, &batch, device);
-        nll += cross_entropy(logits, targets, Some((weights, count)), 0.0).nll_sum.into_scalar().elem::<f64>();
-        n += count;
-    }
-    nll / n.max(1.0)
-}
-
-/// BLEU of beam-search translations of the validation sources against their references,
-/// its signature, and one (source, reference, hypothesis) sample.
-fn bleu_on_valid<B: Backend>(model: &TranslationModel<B>, data: &MtData, config: &RunConfig, device: &B::Device) -> (f64, String, (String, String, String)) {
-    let sources: Vec<&str> = data.valid_text.iter().map(|p| p.0.as_str()).collect();
-    let hyps = translate(model, &data.tokenizer, &sources, &TranslateOptions::from(&config.decode), device);
-    let refs = [data.valid_text.iter().map(|p| p.1.clone()).collect::<Vec<_>>()];
-    let bleu_config = BleuConfig::corpus();
-    let score = corpus_bleu(&hyps, &refs, &bleu_config).map(|s| s.score).unwrap_or(0.0);
+/// Loss and BLEU on the validation split, and one (source, reference, hypothesis) sample.
+fn validate<B: Backend>(model: &TranslationModel<B>, data: &MtData, config: &RunConfig, device: &B::Device) -> Validation {
+    let (loss, _) = teacher_forced_loss(model, &data.valid, config.eval.batch_size, device);
+    let (hyps, scores) = translate_and_score(model, &data.tokenizer, &data.valid_text, &TranslateOptions::from(&config.decode), device);
     let sample = (data.valid_text[0].0.clone(), data.valid_text[0].1.clone(), hyps[0].clone());
-    (score, bleu_config.signature(1).to_string(), sample)
+    Validation { loss, bleu: scores.bleu, signature: scores.signature, sample }
+}
+
+struct Validation {
+    loss: f64,
+    bleu: f64,
+    signature: String,
+    sample: (String, String, String),
 }

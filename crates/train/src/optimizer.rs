@@ -5,7 +5,8 @@
 //! - clipping by the **global** gradient norm, as PyTorch's `clip_grad_norm_`:
 //!   `g ← g · min(1, c / (‖g‖₂ + 1e-6))` with `‖g‖₂` over all parameters together;
 //! - AdamW **decay groups** as nanoGPT: decoupled decay `θ ← θ(1 − lr·λ)` on parameters of
-//!   two or more dimensions (matrices, embeddings) only; biases and LayerNorm gains are exempt.
+//!   two or more dimensions (matrices, embeddings) only; biases and LayerNorm gains are exempt;
+//! - **averaged SGD** ([`crate::asgd`]): SGD steps plus the running mean of the iterates.
 
 use burn::module::{AutodiffModule, ModuleMapper, ModuleVisitor, Param};
 use burn::optim::momentum::MomentumConfig;
@@ -16,6 +17,7 @@ use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder, Recorder, Record
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::Tensor;
 
+use crate::asgd::IterateMean;
 use crate::config::{OptimizerKind, TrainConfig};
 
 /// One of the optimizers, chosen by `train.optimizer`.
@@ -23,6 +25,8 @@ pub enum Optim<B: AutodiffBackend, M: AutodiffModule<B>> {
     Adam(OptimizerAdaptor<Adam, M, B>),
     AdamW(OptimizerAdaptor<AdamW, M, B>, f64),
     Sgd(OptimizerAdaptor<Sgd<B::InnerBackend>, M, B>),
+    /// SGD steps, and the mean of the iterates from `train.asgd_start` on.
+    Asgd(OptimizerAdaptor<Sgd<B::InnerBackend>, M, B>, IterateMean<M::InnerModule>),
 }
 
 impl<B: AutodiffBackend, M: AutodiffModule<B>> Optim<B, M> {
@@ -47,21 +51,13 @@ impl<B: AutodiffBackend, M: AutodiffModule<B>> Optim<B, M> {
                     .init(),
                 c.weight_decay,
             ),
-            OptimizerKind::Sgd => Optim::Sgd(
-                SgdConfig::new()
-                    .with_weight_decay(decay)
-                    .with_momentum((c.momentum > 0.0).then(|| MomentumConfig {
-                        momentum: c.momentum,
-                        dampening: 0.0,
-                        nesterov: false,
-                    }))
-                    .init(),
-            ),
+            OptimizerKind::Sgd => Optim::Sgd(sgd(c, decay)),
+            OptimizerKind::Asgd => Optim::Asgd(sgd(c, decay), IterateMean::new(c.asgd_start)),
         }
     }
 
-    /// One update with learning rate `lr`.
-    pub fn step(&mut self, lr: f64, module: M, grads: GradientsParams) -> M {
+    /// Update number `step` with learning rate `lr`.
+    pub fn step(&mut self, step: u64, lr: f64, module: M, grads: GradientsParams) -> M {
         match self {
             Optim::Adam(o) => o.step(lr, module, grads),
             Optim::AdamW(o, decay) => {
@@ -73,6 +69,27 @@ impl<B: AutodiffBackend, M: AutodiffModule<B>> Optim<B, M> {
                 o.step(lr, module, grads)
             }
             Optim::Sgd(o) => o.step(lr, module, grads),
+            Optim::Asgd(o, mean) => {
+                let module = o.step(lr, module, grads);
+                mean.update(step, &module.valid());
+                module
+            }
+        }
+    }
+
+    /// The weights to evaluate: the ASGD mean once it exists, else the model's own.
+    pub fn eval_weights(&self, model: &M) -> M::InnerModule {
+        match self {
+            Optim::Asgd(_, IterateMean { mean: Some(mean), .. }) => mean.clone(),
+            _ => model.valid(),
+        }
+    }
+
+    /// The ASGD mean and the first step it covers, if the optimizer keeps one and it exists.
+    pub fn iterate_mean(&self) -> Option<(&M::InnerModule, u64)> {
+        match self {
+            Optim::Asgd(_, IterateMean { mean: Some(mean), start }) => Some((mean, *start)),
+            _ => None,
         }
     }
 
@@ -83,18 +100,42 @@ impl<B: AutodiffBackend, M: AutodiffModule<B>> Optim<B, M> {
             Optim::Adam(o) => Recorder::<B>::record(&recorder, o.to_record(), path.into()),
             Optim::AdamW(o, _) => Recorder::<B>::record(&recorder, o.to_record(), path.into()),
             Optim::Sgd(o) => Recorder::<B>::record(&recorder, o.to_record(), path.into()),
+            Optim::Asgd(o, mean) => {
+                Recorder::<B>::record(&recorder, o.to_record(), path.into())?;
+                mean.save::<B::InnerBackend>(&average_path(path)).map_err(RecorderError::Unknown)
+            }
         }
     }
 
-    /// Loads the state saved by [`Optim::save`].
-    pub fn load(self, path: &std::path::Path, device: &B::Device) -> Result<Self, RecorderError> {
+    /// Loads the state saved by [`Optim::save`] at the end of step `step`; `model` (the
+    /// restored model) is the template the ASGD mean is loaded into.
+    pub fn load(self, path: &std::path::Path, step: u64, model: &M, device: &B::Device) -> Result<Self, RecorderError> {
         let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
         Ok(match self {
             Optim::Adam(o) => Optim::Adam(o.load_record(Recorder::<B>::load(&recorder, path.into(), device)?)),
             Optim::AdamW(o, d) => Optim::AdamW(o.load_record(Recorder::<B>::load(&recorder, path.into(), device)?), d),
             Optim::Sgd(o) => Optim::Sgd(o.load_record(Recorder::<B>::load(&recorder, path.into(), device)?)),
+            Optim::Asgd(o, mean) => {
+                let o = o.load_record(Recorder::<B>::load(&recorder, path.into(), device)?);
+                let mean = mean.load::<B::InnerBackend>(&average_path(path), step, model.valid(), device).map_err(RecorderError::Unknown)?;
+                Optim::Asgd(o, mean)
+            }
         })
     }
+}
+
+/// Where the ASGD mean is saved beside the optimizer state at `path`.
+fn average_path(path: &std::path::Path) -> std::path::PathBuf {
+    let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    name.push("-mean");
+    path.with_file_name(name)
+}
+
+fn sgd<B: AutodiffBackend, M: AutodiffModule<B>>(c: &TrainConfig, decay: Option<WeightDecayConfig>) -> OptimizerAdaptor<Sgd<B::InnerBackend>, M, B> {
+    SgdConfig::new()
+        .with_weight_decay(decay)
+        .with_momentum((c.momentum > 0.0).then(|| MomentumConfig { momentum: c.momentum, dampening: 0.0, nesterov: false }))
+        .init()
 }
 
 /// `θ ← θ · factor` for parameters of two or more dimensions.

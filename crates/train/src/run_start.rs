@@ -34,7 +34,7 @@ pub(crate) fn start_run<B: AutodiffBackend, M: AutodiffModule<B>>(
         let state = checkpoint::read_state(&dir)?;
         let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
         let model = model.load_file(dir.join("model"), &recorder, device).map_err(|e| corrupt(&dir, "model.mpk", e))?;
-        let optim = optim.load(&dir.join("optimizer"), device).map_err(|e| corrupt(&dir, "optimizer.mpk", e))?;
+        let optim = optim.load(&dir.join("optimizer"), state.step, &model, device).map_err(|e| corrupt(&dir, "optimizer.mpk", e))?;
         log.cut_to_step(step).map_err(io_err(log.path()))?;
         observer.note(&format!("resumed from {} (step {step})", dir.display()));
         return Ok((model, optim, state));

@@ -4,9 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use attend_model::LanguageModel;
-use burn::module::Module;
-use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder};
+use attend_model::DecoderOnly;
 use burn::tensor::backend::Backend;
 
 use crate::checkpoint::{self, CheckpointError};
@@ -18,7 +16,7 @@ use crate::lm_loop::TrainError;
 pub struct TrainedLm<B: Backend> {
     pub config: RunConfig,
     pub vocab: Vocab,
-    pub model: LanguageModel<B>,
+    pub model: DecoderOnly<B>,
     /// The directory the weights came from.
     pub weights: PathBuf,
 }
@@ -47,9 +45,6 @@ pub fn load_lm<B: Backend>(run: &Path, device: &B::Device) -> Result<TrainedLm<B
     let weights = weights_dir(run)?;
     // Evaluation and generation never drop out (dropout is a module setting, not a weight).
     let model_config = attend_model::ModelConfig { dropout: 0.0, attention_dropout: 0.0, ..config.model.clone() };
-    let model = model_config
-        .init_lm::<B>(vocab.len(), device)
-        .load_file(weights.join("model"), &NamedMpkFileRecorder::<FullPrecisionSettings>::new(), device)
-        .map_err(|e| CheckpointError::Corrupt { path: weights.join("model.mpk"), message: e.to_string() })?;
+    let model = crate::average::load_model(&model_config, vocab.len(), &weights, device)?;
     Ok(TrainedLm { config, vocab, model, weights })
 }

@@ -73,6 +73,8 @@ pub struct TrainedMt<B: Backend> {
     pub config: RunConfig,
     pub tokenizer: MtTokenizer,
     pub model: TranslationModel<B>,
+    /// The directory the weights came from.
+    pub weights: std::path::PathBuf,
 }
 
 /// Loads the translation run in `run` (weights of `averaged/`, `best/` or the latest).
@@ -85,5 +87,5 @@ pub fn load_mt_run<B: Backend>(run: &Path, device: &B::Device) -> Result<Trained
         .init_seq2seq::<B>(tokenizer.vocab_size(), device)
         .load_file(weights.join("model"), &NamedMpkFileRecorder::<FullPrecisionSettings>::new(), device)
         .map_err(|e| CheckpointError::Corrupt { path: weights.join("model.mpk"), message: e.to_string() })?;
-    Ok(TrainedMt { config, tokenizer, model })
+    Ok(TrainedMt { config, tokenizer, model, weights })
 }

@@ -203,3 +203,65 @@ fn averaging_two_checkpoints_gives_their_mean() {
     let steps = std::fs::read_to_string(dir.path().join("averaged/steps.json")).unwrap();
     assert_eq!(steps, "{\"steps\":[5,10]}");
 }
+
+#[test]
+fn the_notes_one_layer_model_trains_in_the_same_loop_and_its_loss_falls() {
+    let _turn = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = tiny_config(30);
+    config.model.arch = attend_model::Arch::Notes;
+    config.model.n_heads = 1;
+    config.model.dropout = 0.0;
+    config.model.positions = attend_model::Positions::Sinusoidal;
+    config.validate().unwrap();
+    let summary = run(&config, dir.path(), false).unwrap();
+    let evals = events(dir.path(), "eval");
+    assert!(summary.valid.loss() < evals[0].1 - 0.05, "{} after {evals:?}", summary.valid.loss());
+    // eval and generate read the run back as the notes' model.
+    let trained = attend_train::trained::load_lm::<burn_ndarray::NdArray<f32>>(dir.path(), &Default::default()).unwrap();
+    assert!(matches!(trained.model, attend_model::DecoderOnly::Notes(_)));
+}
+
+#[test]
+fn asgd_resume_logs_exactly_the_losses_of_an_uninterrupted_run_and_saves_the_mean() {
+    let _turn = serial();
+    let mut config = tiny_config(14);
+    config.train.optimizer = attend_train::config::OptimizerKind::Asgd;
+    config.train.lr = 0.5;
+    config.train.momentum = 0.5;
+    config.train.asgd_start = 4;
+    config.validate().unwrap();
+    let straight = tempfile::tempdir().unwrap();
+    run(&config, straight.path(), false).unwrap();
+    let stopped = tempfile::tempdir().unwrap();
+    let stop = AtomicBool::new(false);
+    let opts = RunOptions { run_dir: stopped.path().to_path_buf(), data_dir: stopped.path().join("x"), resume: false };
+    // Stopped after step 7: the mean of steps 4..=7 must survive in the checkpoint.
+    train_lm::<B>(&config, &opts, &Default::default(), &mut StopAt { at: 7, stop: &stop }, &stop).unwrap();
+    run(&config, stopped.path(), true).unwrap();
+    assert_eq!(events(stopped.path(), "train"), events(straight.path(), "train"));
+    // The stopped run also evaluated when it stopped (step 7); the scheduled ones must agree.
+    let scheduled: Vec<_> = events(stopped.path(), "eval").into_iter().filter(|e| e.0 != 7).collect();
+    assert_eq!(scheduled, events(straight.path(), "eval"), "evaluations score the same mean");
+    let steps = std::fs::read_to_string(straight.path().join("averaged/steps.json")).unwrap();
+    assert_eq!(serde_json::from_str::<Value>(&steps).unwrap(), serde_json::json!({"asgd_start": 4, "last_step": 14}));
+}
+
+#[test]
+fn asgd_with_checkpoint_averaging_is_a_configuration_error_naming_the_key() {
+    let mut config = tiny_config(5);
+    config.train.optimizer = attend_train::config::OptimizerKind::Asgd;
+    config.train.average_last = 2;
+    let err = config.validate().unwrap_err().to_string();
+    assert!(err.contains("train.average_last"), "{err}");
+}
+
+#[test]
+fn a_finished_run_draws_its_losses_into_loss_svg() {
+    let _turn = serial();
+    let dir = tempfile::tempdir().unwrap();
+    run(&tiny_config(10), dir.path(), false).unwrap();
+    let svg = std::fs::read_to_string(dir.path().join("loss.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("validation"));
+    assert_eq!(svg.matches("<circle").count(), events(dir.path(), "eval").len());
+}

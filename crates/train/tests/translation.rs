@@ -82,3 +82,28 @@ fn unaligned_translation_files_are_refused_naming_both() {
     assert!(err.contains("train.de.gz") && err.contains("train.en.gz") && err.contains("3 and 2 lines"), "{err}");
     assert!(!dir.path().join("run").exists(), "nothing written");
 }
+
+#[test]
+fn eval_scores_a_split_of_a_translation_run_with_bleu_its_signature_and_the_averaged_weights() {
+    use attend_train::evaluate::Split;
+    use attend_train::mt_eval::eval_mt;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = tiny(30);
+    config.train.average_last = 2;
+    let opts = RunOptions { run_dir: dir.path().to_path_buf(), data_dir: dir.path().join("x"), resume: false };
+    train_mt::<B>(&config, &opts, &Default::default(), &mut Quiet, &AtomicBool::new(false)).unwrap();
+    let steps = std::fs::read_to_string(dir.path().join("averaged/steps.json")).unwrap();
+    assert_eq!(steps, "{\"steps\":[15,30]}");
+    let report = eval_mt::<I>(dir.path(), &dir.path().join("x"), Split::Test, None, &Default::default()).unwrap();
+    assert_eq!(report.split, "test");
+    assert!(report.weights.ends_with("averaged"), "{}", report.weights);
+    assert_eq!(report.sentences, 40, "a tenth of the 400 training pairs");
+    assert!(report.tokens > 0 && report.loss.is_finite() && report.loss > 0.0);
+    let s = &report.scores;
+    assert!((0.0..=100.0).contains(&s.bleu) && (0.0..=100.0).contains(&s.chrf));
+    assert!(s.bleu_lowercase >= s.bleu - 1e-9, "synthetic words are lowercase: {} vs {}", s.bleu_lowercase, s.bleu);
+    assert!(s.signature.starts_with("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp"), "{}", s.signature);
+    assert!(s.signature_lowercase.contains("case:lc"), "{}", s.signature_lowercase);
+    let valid = eval_mt::<I>(dir.path(), &dir.path().join("x"), Split::Valid, None, &Default::default()).unwrap();
+    assert_eq!(valid.split, "valid");
+}

@@ -132,6 +132,14 @@ impl RunConfig {
                 expected: "non-negative numbers",
             });
         }
+        positive("train.asgd_start", t.asgd_start > 0, t.asgd_start.to_string())?;
+        if t.optimizer == OptimizerKind::Asgd && t.average_last > 0 {
+            return Err(ConfigError::Invalid {
+                key: "train.average_last",
+                value: t.average_last.to_string(),
+                expected: "0 with train.optimizer = \"asgd\" (both write averaged/: the ASGD mean is the average)",
+            });
+        }
         let d = &self.decode;
         positive("decode.beam", d.beam > 0, d.beam.to_string())?;
         if !(d.top_p > 0.0 && d.top_p <= 1.0) {

@@ -59,6 +59,9 @@ pub enum OptimizerKind {
     Adamw,
     /// SGD with momentum.
     Sgd,
+    /// Averaged SGD: SGD steps, evaluated (and finally saved) as the mean of the iterates
+    /// from `asgd_start` on (Polyak & Juditsky 1992).
+    Asgd,
 }
 
 /// The learning-rate schedule.
@@ -101,7 +104,7 @@ pub struct TrainConfig {
     pub max_steps: u64,
     /// Passes over the training data after which to stop; 0 means no limit.
     pub max_epochs: u64,
-    /// `adam`, `adamw` or `sgd`.
+    /// `adam`, `adamw`, `sgd` or `asgd`.
     pub optimizer: OptimizerKind,
     /// Peak learning rate (a multiplier for `noam`).
     pub lr: f64,
@@ -113,8 +116,10 @@ pub struct TrainConfig {
     pub eps: f64,
     /// Weight decay (AdamW: decoupled; nanoGPT: 0.1).
     pub weight_decay: f64,
-    /// SGD momentum.
+    /// SGD momentum (`sgd` and `asgd`).
     pub momentum: f64,
+    /// `asgd`: the first step whose weights enter the mean (counted from 1).
+    pub asgd_start: u64,
     /// `noam`, `cosine` or `constant`.
     pub schedule: ScheduleKind,
     /// Warmup steps (paper: 4000).

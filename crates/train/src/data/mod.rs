@@ -2,6 +2,7 @@
 
 pub mod lm_batches;
 pub mod lm_dataset;
+pub mod fetch;
 pub mod markov;
 pub mod mt_batches;
 pub mod mt_dataset;

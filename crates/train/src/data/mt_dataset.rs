@@ -85,26 +85,29 @@ pub struct MtData {
     pub test_text: TextPairs,
 }
 
-/// Loads the translation dataset that `config` names.
-pub fn load_mt(config: &DataConfig, data_dir: &Path) -> Result<MtData, DataError> {
-    let splits = match config.dataset.as_str() {
+/// The raw text of the train, valid and test splits of the translation dataset `config`
+/// names (Multi30k: `train`, `val`, `test_2016_flickr`).
+pub fn mt_text_splits(config: &DataConfig, data_dir: &Path) -> Result<[TextPairs; 3], DataError> {
+    match config.dataset.as_str() {
         "synthetic-mt" => {
             let s = synthetic_mt(config.synthetic_vocab, config.seed, config.synthetic_size);
-            [s.train, s.valid, s.test]
+            Ok([s.train, s.valid, s.test])
         }
         "multi30k" => {
             let dir = data_dir.join("multi30k");
-            let mut out = Vec::new();
-            for split in ["train", "val", "test_2016_flickr"] {
-                let file = |lang: &str| dir.join(format!("{split}.{lang}.gz"));
-                out.push(read_pairs(&file(&config.source), &file(&config.target))?);
-            }
-            let test = out.pop().expect("3");
-            let valid = out.pop().expect("3");
-            [out.pop().expect("3"), valid, test]
+            let split = |name: &str| {
+                let file = |lang: &str| dir.join(format!("{name}.{lang}.gz"));
+                read_pairs(&file(&config.source), &file(&config.target))
+            };
+            Ok([split("train")?, split("val")?, split("test_2016_flickr")?])
         }
-        other => return Err(DataError::Unknown(format!("{other} (translation: synthetic-mt or multi30k)"))),
-    };
+        other => Err(DataError::Unknown(format!("{other} (translation: synthetic-mt or multi30k)"))),
+    }
+}
+
+/// Loads the translation dataset that `config` names.
+pub fn load_mt(config: &DataConfig, data_dir: &Path) -> Result<MtData, DataError> {
+    let splits = mt_text_splits(config, data_dir)?;
     let [train_text, valid_text, test_text] = splits;
     let tokenizer = match config.tokenizer {
         TokenizerKind::Word => MtTokenizer::Words(joint_words(&train_text, config.vocab_size)),
