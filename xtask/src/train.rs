@@ -76,10 +76,18 @@ fn train_on<B: burn::tensor::backend::AutodiffBackend>(config: &RunConfig, args:
     let device = B::Device::default();
     let opts = RunOptions { run_dir: run_dir.clone(), data_dir: args.data_dir, resume: args.resume };
     let mut bar = Bar::new();
-    // Ctrl-C: finish the current step, save a checkpoint, exit cleanly.
+    // Ctrl-C: finish the current step, save a checkpoint, exit cleanly. A second Ctrl-C exits
+    // at once (the checkpoints already written are complete: they are renamed into place).
     let stop = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&stop);
-    ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed)).context("installing the Ctrl-C handler")?;
+    ctrlc::set_handler(move || {
+        if flag.swap(true, Ordering::Relaxed) {
+            eprintln!("second Ctrl-C: exiting without a new checkpoint");
+            std::process::exit(130);
+        }
+        eprintln!("Ctrl-C: saving a checkpoint after this step (Ctrl-C again to exit at once)");
+    })
+    .context("installing the Ctrl-C handler")?;
     if config.model.arch == attend_model::Arch::Seq2seq {
         let summary = train_mt::<B>(config, &opts, &device, &mut bar, &stop)
             .with_context(|| format!("training in {}", run_dir.display()))?;
@@ -120,11 +128,17 @@ impl Observer for Bar {
     }
 
     fn eval(&mut self, step: u64, loss: f64) {
-        self.bar.println(format!("step {step}: valid loss {loss:.4} (ppl {:.2})", loss.exp()));
+        self.note(&format!("step {step}: valid loss {loss:.4} (ppl {:.2})", loss.exp()));
     }
 
+    /// Above the bar on a terminal; a plain stderr line otherwise (before the bar starts, or
+    /// when stderr is a file, where indicatif draws nothing and would drop the line).
     fn note(&mut self, message: &str) {
-        self.bar.println(message);
+        if self.bar.is_hidden() {
+            eprintln!("{message}");
+        } else {
+            self.bar.println(message);
+        }
     }
 }
 
@@ -156,16 +170,28 @@ fn print_summary(s: &LmSummary, run_dir: &std::path::Path) {
 }
 
 fn print_mt_summary(s: &MtSummary, run_dir: &std::path::Path) {
+    if let Some(reason) = s.already_done {
+        println!("nothing to do: the run already finished at step {} ({reason}); its scores are in", s.step);
+        println!("{}, and `cargo xtask eval --run {}` scores it again", run_dir.join("metrics.jsonl").display(), run_dir.display());
+        return;
+    }
     if s.interrupted {
         println!("stopped at step {}; continue with --resume", s.step);
+    }
+    if s.early_stopped {
+        println!("early stop at step {} (no improvement for train.patience evaluations)", s.step);
     }
     println!("run            {}", run_dir.display());
     println!("steps          {} ({} target tokens, {:.1} s)", s.step, s.tokens, s.wall_s);
     println!("parameters     {}", s.params);
     println!("training cost  {:.3e} FLOPs (3 x forward FLOPs per token x tokens)", s.train_flops);
-    println!("valid loss     {:.4} nats/token, ppl {:.3}", s.valid_loss, s.valid_loss.exp());
-    println!("valid BLEU     {:.2} ({})", s.valid_bleu, s.bleu_signature);
-    println!("source         {}", s.sample.0);
-    println!("reference      {}", s.sample.1);
-    println!("hypothesis     {}", s.sample.2);
+    let Some(v) = &s.valid else {
+        println!("valid          not evaluated yet (the first evaluation is at step train.eval_every)");
+        return;
+    };
+    println!("valid loss     {:.4} nats/token, ppl {:.3}", v.loss, v.loss.exp());
+    println!("valid BLEU     {:.2} ({})", v.bleu, v.signature);
+    println!("source         {}", v.sample.0);
+    println!("reference      {}", v.sample.1);
+    println!("hypothesis     {}", v.sample.2);
 }

@@ -46,7 +46,7 @@ pub fn run(args: TranslateArgs) -> Result<()> {
         .map(|(i, l)| l.with_context(|| format!("stdin line {}: expected UTF-8 text", i + 1)))
         .collect::<Result<_>>()?;
     let sources: Vec<&str> = lines.iter().map(String::as_str).collect();
-    let hyps = translate(&trained.model, &trained.tokenizer, &sources, &options, &device);
+    let hyps = translate(&trained.model, &trained.tokenizer, &sources, &options, &device).context("stdin")?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     for h in hyps {
         writeln!(out, "{h}")?;

@@ -29,6 +29,22 @@ pub struct TrainState {
     pub wall_s: f64,
 }
 
+impl TrainState {
+    /// Why a run in this state has nothing left to do, if it has not: `max_steps` reached,
+    /// `max_epochs` reached, or early stopping (`patience` evaluations without improvement).
+    pub fn finished(&self, train: &crate::config::TrainConfig) -> Option<&'static str> {
+        if self.step >= train.max_steps {
+            Some("train.max_steps")
+        } else if train.max_epochs > 0 && self.epoch >= train.max_epochs {
+            Some("train.max_epochs")
+        } else if train.patience > 0 && self.evals_without_improvement >= train.patience {
+            Some("train.patience (early stop)")
+        } else {
+            None
+        }
+    }
+}
+
 /// A checkpoint that cannot be used; names the path.
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointError {
@@ -67,10 +83,20 @@ pub fn write_atomically(
     write(&tmp).map_err(|message| CheckpointError::Corrupt { path: tmp.clone(), message })?;
     let json = serde_json::to_string_pretty(state).expect("state serializes");
     std::fs::write(tmp.join("state.json"), json).map_err(io(&tmp))?;
+    // Replacing a checkpoint (`best/`, `averaged/`): move the old one aside first, so that at
+    // every moment one complete copy exists under a known name.
+    let old = parent.join(format!(".{name}.old-{}", std::process::id()));
     if final_dir.exists() {
-        std::fs::remove_dir_all(final_dir).map_err(io(final_dir))?;
+        if old.exists() {
+            std::fs::remove_dir_all(&old).map_err(io(&old))?;
+        }
+        std::fs::rename(final_dir, &old).map_err(io(final_dir))?;
     }
-    std::fs::rename(&tmp, final_dir).map_err(io(final_dir))
+    std::fs::rename(&tmp, final_dir).map_err(io(final_dir))?;
+    if old.exists() {
+        std::fs::remove_dir_all(&old).map_err(io(&old))?;
+    }
+    Ok(())
 }
 
 /// Reads `dir/state.json`.
@@ -99,10 +125,15 @@ pub fn latest(root: &Path) -> Option<(u64, PathBuf)> {
     list(root).pop()
 }
 
-/// Removes all but the newest `keep` checkpoints.
-pub fn prune(root: &Path, keep: usize) -> Result<(), CheckpointError> {
-    let all = list(root);
-    for (_, dir) in all.iter().take(all.len().saturating_sub(keep)) {
+/// Removes every checkpoint off the `every`-step schedule except the newest (the one a
+/// Ctrl-C saved, once training has gone past it), then all but the newest `keep`. So the
+/// checkpoints left, and the last ones averaged, are those an uninterrupted run leaves.
+pub fn prune(root: &Path, keep: usize, every: u64) -> Result<(), CheckpointError> {
+    let mut all = list(root);
+    let newest = all.last().map(|c| c.0);
+    let (off_schedule, kept): (Vec<_>, Vec<_>) =
+        all.drain(..).partition(|(step, _)| step % every.max(1) != 0 && Some(*step) != newest);
+    for (_, dir) in off_schedule.iter().chain(kept.iter().take(kept.len().saturating_sub(keep))) {
         std::fs::remove_dir_all(dir).map_err(io(dir))?;
     }
     Ok(())
@@ -136,9 +167,33 @@ mod tests {
         // A half-written checkpoint (no state.json) is not a checkpoint.
         std::fs::create_dir_all(dir.path().join(".step-0000040.tmp-1")).unwrap();
         assert_eq!(list(dir.path()).iter().map(|c| c.0).collect::<Vec<_>>(), [10, 20, 30]);
-        prune(dir.path(), 2).unwrap();
+        prune(dir.path(), 2, 10).unwrap();
         assert_eq!(list(dir.path()).iter().map(|c| c.0).collect::<Vec<_>>(), [20, 30]);
         assert_eq!(read_state(&latest(dir.path()).unwrap().1).unwrap(), state(30));
+    }
+
+    #[test]
+    fn an_off_schedule_checkpoint_is_pruned_once_a_newer_one_exists() {
+        let dir = tempfile::tempdir().unwrap();
+        let steps = |d: &Path| list(d).iter().map(|c| c.0).collect::<Vec<_>>();
+        for step in [10, 20, 23] {
+            write_atomically(&dir.path().join(step_dir_name(step)), &state(step), |_| Ok(())).unwrap();
+        }
+        prune(dir.path(), 5, 10).unwrap();
+        assert_eq!(steps(dir.path()), [10, 20, 23], "the newest stays, on schedule or not");
+        write_atomically(&dir.path().join(step_dir_name(30)), &state(30), |_| Ok(())).unwrap();
+        prune(dir.path(), 5, 10).unwrap();
+        assert_eq!(steps(dir.path()), [10, 20, 30]);
+    }
+
+    #[test]
+    fn replacing_a_checkpoint_leaves_the_new_one_and_no_leftovers() {
+        let dir = tempfile::tempdir().unwrap();
+        let best = dir.path().join("best");
+        write_atomically(&best, &state(1), |_| Ok(())).unwrap();
+        write_atomically(&best, &state(2), |_| Ok(())).unwrap();
+        assert_eq!(read_state(&best).unwrap(), state(2));
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "no temporary or old copy left");
     }
 
     #[test]

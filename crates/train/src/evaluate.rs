@@ -57,6 +57,10 @@ pub fn eval_lm<B: AutodiffBackend>(
                 split: "--data",
                 symbol,
             })?;
+            if ids.len() < 2 {
+                let what = format!("{} (--data)", path.display());
+                return Err(TrainError::TooShort { what, len: ids.len(), needs: "scoring: at least 2 are needed".into() });
+            }
             (ids, text_counts(&text, config.data.tokenizer), 0, path.display().to_string())
         }
         None => {

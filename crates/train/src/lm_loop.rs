@@ -20,7 +20,7 @@ use serde_json::json;
 use crate::average::{average_checkpoints, load_model, write_averaged};
 use crate::checkpoint::{self, CheckpointError, TrainState};
 use crate::config::{RunConfig, Sampling};
-use crate::data::lm_batches::{random_batch, sequential_batch, sequential_len, LmBatch};
+use crate::data::lm_batches::{random_batch, sequential_batch, LmBatch};
 use crate::data::lm_dataset::{load_lm, DataError, LmData};
 use crate::lm_eval::{score, Scored};
 use crate::metrics_log::MetricsLog;
@@ -76,8 +76,10 @@ pub enum TrainError {
     RunExists(PathBuf),
     #[error("step {step}: the loss is {loss}; stopped. The last good checkpoint is {last}")]
     NonFinite { step: u64, loss: f64, last: String },
-    #[error("{what}: the stream has {len} tokens, too few for model.block_size = {block}")]
-    TooShort { what: &'static str, len: usize, block: usize },
+    #[error("{what}: the stream has {len} tokens, too few for {needs}")]
+    TooShort { what: String, len: usize, needs: String },
+    #[error("{what}: {len} tokens with its end-of-sentence mark, more than the model's model.block_size = {limit} learned positions")]
+    TooLong { what: String, len: usize, limit: usize },
     #[error(transparent)]
     Prompt(#[from] crate::generate::PromptError),
     #[error("model.arch = \"seq2seq\" is a translation model; this command needs a language model (arch = \"lm\" or \"notes\")")]
@@ -100,10 +102,17 @@ pub fn train_lm<B: AutodiffBackend>(
 ) -> Result<LmSummary, TrainError> {
     let data = load_lm(&config.data, &opts.data_dir)?;
     let block = config.model.block_size;
-    for (what, len) in [("training split", data.train.len()), ("validation split", data.valid.len())] {
+    let dataset = &config.data.dataset;
+    for (split, len) in [("training", data.train.len()), ("validation", data.valid.len())] {
         if len <= block + 1 {
-            return Err(TrainError::TooShort { what, len, block });
+            let needs = format!("model.block_size = {block}");
+            return Err(TrainError::TooShort { what: format!("{dataset}: {split} split"), len, needs });
         }
+    }
+    let lanes = config.train.batch_size;
+    if config.train.sampling == Sampling::Sequential && (data.train.len() - 1) / lanes < block {
+        let needs = format!("train.batch_size = {lanes} sequential lanes of model.block_size = {block}");
+        return Err(TrainError::TooShort { what: format!("{dataset}: training split"), len: data.train.len(), needs });
     }
     let vocab_size = data.vocab.len();
     let t = &config.train;
@@ -135,8 +144,8 @@ pub fn train_lm<B: AutodiffBackend>(
     let evaluate = |inner: &DecoderOnly<B::InnerBackend>| {
         score(inner, &data.valid, block, config.eval.batch_size, data.min_context, t.eval_batches, device)
     };
-    if state.step >= t.max_steps {
-        observer.note(&format!("the run is already at train.max_steps = {}", t.max_steps));
+    if let Some(reason) = state.finished(t) {
+        observer.note(&format!("the run already finished at step {} ({reason}); nothing to do", state.step));
         let valid = evaluate(&optim.eval_weights(&model));
         return Ok(summary(&state, valid, &model, (false, false, true)));
     }
@@ -178,7 +187,9 @@ pub fn train_lm<B: AutodiffBackend>(
 
         let last_step = step == t.max_steps || (t.max_epochs > 0 && state.epoch >= t.max_epochs);
         interrupted = stop.load(Ordering::Relaxed);
-        if step % t.eval_every == 0 || last_step || interrupted {
+        // Ctrl-C saves a checkpoint but evaluates only on schedule: `best/` and the patience
+        // count stay those of a run that was never stopped.
+        if step % t.eval_every == 0 || last_step {
             let valid = evaluate(&optim.eval_weights(&model));
             log.append(&json!({"event": "eval", "step": step, "split": "valid", "loss": valid.loss(), "ppl": valid.loss().exp()}))
                 .map_err(io_err(log.path()))?;
@@ -197,7 +208,7 @@ pub fn train_lm<B: AutodiffBackend>(
         }
         if step % t.checkpoint_every == 0 || last_step || early_stopped || interrupted {
             save(&ckpt_root.join(checkpoint::step_dir_name(step)), &model, &optim, &state)?;
-            checkpoint::prune(&ckpt_root, t.keep_checkpoints.max(t.average_last).max(1))?;
+            checkpoint::prune(&ckpt_root, t.keep_checkpoints.max(t.average_last).max(1), t.checkpoint_every)?;
         }
         if last_step || early_stopped || interrupted {
             break;
@@ -290,10 +301,7 @@ fn next_batch(data: &LmData, config: &RunConfig, position: u64) -> LmBatch {
     let (t, block) = (&config.train, config.model.block_size);
     match t.sampling {
         Sampling::Random => random_batch(&data.train, t.batch_size, block, t.seed, position),
-        Sampling::Sequential => {
-            let _ = sequential_len(&data.train, t.batch_size, block);
-            sequential_batch(&data.train, t.batch_size, block, position as usize)
-        }
+        Sampling::Sequential => sequential_batch(&data.train, t.batch_size, block, position as usize),
     }
 }
 

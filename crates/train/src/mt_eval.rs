@@ -19,7 +19,7 @@ use crate::data::synthetic::TextPairs;
 use crate::evaluate::Split;
 use crate::lm_loop::TrainError;
 use crate::objective::cross_entropy;
-use crate::translate::{load_mt_run, translate, TranslateOptions};
+use crate::translate::{check_lengths, load_mt_run, translate, TranslateOptions};
 
 /// Logits, targets, position weights (1 for real target tokens) and their count.
 pub(crate) fn forward_batch<B: Backend>(
@@ -91,12 +91,12 @@ pub fn translate_and_score<B: Backend>(
     text: &TextPairs,
     options: &TranslateOptions,
     device: &B::Device,
-) -> (Vec<String>, TranslationScores) {
+) -> Result<(Vec<String>, TranslationScores), TrainError> {
     let sources: Vec<&str> = text.iter().map(|p| p.0.as_str()).collect();
     let refs: Vec<String> = text.iter().map(|p| p.1.clone()).collect();
-    let hyps = translate(model, tokenizer, &sources, options, device);
+    let hyps = translate(model, tokenizer, &sources, options, device)?;
     let scores = score_translations(&hyps, &refs);
-    (hyps, scores)
+    Ok((hyps, scores))
 }
 
 /// What `eval` reports for a translation run.
@@ -131,8 +131,9 @@ pub fn eval_mt<B: Backend>(
         .iter()
         .map(|(s, t)| Pair { source: trained.tokenizer.encode(s), target: trained.tokenizer.encode(t) })
         .collect();
+    check_lengths(&pairs, trained.model.positions.max_len(), &format!("{name} pair (line)"))?;
     let (loss, tokens) = teacher_forced_loss(&trained.model, &pairs, trained.config.eval.batch_size, device);
     let options = options.unwrap_or_else(|| TranslateOptions::from(&trained.config.decode));
-    let (_, scores) = translate_and_score(&trained.model, &trained.tokenizer, &text, &options, device);
+    let (_, scores) = translate_and_score(&trained.model, &trained.tokenizer, &text, &options, device)?;
     Ok(MtEvalReport { split: name.into(), loss, tokens, scores, sentences: text.len(), weights: trained.weights.display().to_string() })
 }

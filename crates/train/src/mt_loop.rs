@@ -24,21 +24,32 @@ use crate::objective::cross_entropy;
 use crate::optimizer::Optim;
 use crate::rng::Rng;
 use crate::run_start::start_run;
-use crate::translate::TranslateOptions;
+use crate::translate::{check_lengths, TranslateOptions};
 
 /// What a translation run reports.
 #[derive(Clone, Debug)]
 pub struct MtSummary {
     pub step: u64,
-    pub valid_loss: f64,
-    pub valid_bleu: f64,
-    pub bleu_signature: String,
     pub wall_s: f64,
     pub tokens: u64,
     pub params: u64,
     pub train_flops: f64,
-    pub sample: (String, String, String),
+    /// The validation scores of the last evaluation (none if the run stopped before one).
+    pub valid: Option<MtValid>,
     pub interrupted: bool,
+    pub early_stopped: bool,
+    /// The run had finished before this call (`--resume` of a finished run): nothing was done;
+    /// its scores are in `metrics.jsonl`.
+    pub already_done: Option<&'static str>,
+}
+
+/// Loss and BLEU on the validation split, and one (source, reference, hypothesis) sample.
+#[derive(Clone, Debug)]
+pub struct MtValid {
+    pub loss: f64,
+    pub bleu: f64,
+    pub signature: String,
+    pub sample: (String, String, String),
 }
 
 /// Trains (or continues) a translation model as `config` says, in `opts.run_dir`.
@@ -60,15 +71,37 @@ pub fn train_mt<B: AutodiffBackend>(
     let budget = if t.batch_tokens == 0 { usize::MAX } else { t.batch_tokens };
     let epoch_batches = |epoch: u64| token_budget_batches(&data.train, budget, rows, t.seed, epoch);
 
+    // With learned positions every sentence must fit in model.block_size of them.
+    let limit = (config.model.positions == attend_model::Positions::Learned).then_some(config.model.block_size);
+    let dataset = &config.data.dataset;
+    check_lengths(&data.train, limit, &format!("{dataset}: training pair (line)"))?;
+    check_lengths(&data.valid, limit, &format!("{dataset}: validation pair (line)"))?;
+
     B::seed(device, t.seed);
     let model: TranslationModel<B> = config.model.init_seq2seq(vocab, device);
     let (mut model, mut optim, mut state) =
         start_run(config, opts, model, Optim::new(t), &log, device, observer, |run| data.tokenizer.save(run))?;
 
-    observer.started(state.step + 1, t.max_steps.max(state.step + 1));
+    let summary = |state: &checkpoint::TrainState, valid, flags: (bool, bool, Option<&'static str>)| MtSummary {
+        step: state.step,
+        wall_s: state.wall_s,
+        tokens: state.tokens,
+        params: report.params,
+        train_flops: 3.0 * report.flops_per_token as f64 * state.tokens as f64,
+        valid,
+        interrupted: flags.0,
+        early_stopped: flags.1,
+        already_done: flags.2,
+    };
+    if let Some(reason) = state.finished(t) {
+        observer.note(&format!("the run already finished at step {} ({reason}); nothing to do", state.step));
+        return Ok(summary(&state, None, (false, false, Some(reason))));
+    }
+
+    observer.started(state.step + 1, t.max_steps);
     let mut batches = epoch_batches(state.epoch);
-    let mut last = None;
-    let mut interrupted = false;
+    let mut last: Option<MtValid> = None;
+    let (mut interrupted, mut early) = (false, false);
     while state.step < t.max_steps {
         let started = Instant::now();
         let step = state.step + 1;
@@ -104,9 +137,11 @@ pub fn train_mt<B: AutodiffBackend>(
 
         let last_step = step == t.max_steps || (t.max_epochs > 0 && state.epoch >= t.max_epochs);
         interrupted = stop.load(Ordering::Relaxed);
-        if step % t.eval_every == 0 || last_step || interrupted {
+        // Ctrl-C saves a checkpoint but evaluates only on schedule (see the LM loop).
+        if step % t.eval_every == 0 || last_step {
             let inner = optim.eval_weights(&model);
-            let Validation { loss: valid_loss, bleu, signature, sample } = validate(&inner, &data, config, device);
+            let v = validate(&inner, &data, config, device)?;
+            let (valid_loss, bleu, signature) = (v.loss, v.bleu, v.signature.clone());
             log.append(&json!({"event": "eval", "step": step, "split": "valid", "loss": valid_loss,
                                "ppl": valid_loss.exp(), "bleu": bleu, "signature": signature}))
                 .map_err(io_err(log.path()))?;
@@ -121,12 +156,12 @@ pub fn train_mt<B: AutodiffBackend>(
             } else {
                 state.evals_without_improvement += 1;
             }
-            last = Some((valid_loss, bleu, signature, sample));
+            last = Some(v);
         }
-        let early = t.patience > 0 && state.evals_without_improvement >= t.patience;
+        early = t.patience > 0 && state.evals_without_improvement >= t.patience;
         if step % t.checkpoint_every == 0 || last_step || early || interrupted {
             save(&ckpt_root.join(checkpoint::step_dir_name(step)), &model, &optim, &state)?;
-            checkpoint::prune(&ckpt_root, t.keep_checkpoints.max(t.average_last).max(1))?;
+            checkpoint::prune(&ckpt_root, t.keep_checkpoints.max(t.average_last).max(1), t.checkpoint_every)?;
         }
         if last_step || early || interrupted {
             break;
@@ -139,7 +174,7 @@ pub fn train_mt<B: AutodiffBackend>(
         let init = || config.model.init_seq2seq::<B::InnerBackend>(vocab, device);
         average_checkpoints(init, last, &out, device)?;
         let averaged = load_weights(init(), &out, device)?;
-        let v = validate(&averaged, &data, config, device);
+        let v = validate(&averaged, &data, config, device)?;
         log.append(&json!({"event": "eval", "step": state.step, "split": "valid-averaged", "loss": v.loss, "ppl": v.loss.exp(),
                            "bleu": v.bleu, "signature": v.signature, "averaged_steps": last.iter().map(|c| c.0).collect::<Vec<_>>()}))
             .map_err(io_err(log.path()))?;
@@ -149,50 +184,30 @@ pub fn train_mt<B: AutodiffBackend>(
         let steps = json!({"asgd_start": start, "last_step": state.step});
         write_averaged(&run.join("averaged"), &state, mean.clone(), steps)?;
     }
-    let (valid_loss, valid_bleu, bleu_signature, sample) = match last {
-        Some(l) => l,
-        None => {
-            let inner = optim.eval_weights(&model);
-            let v = validate(&inner, &data, config, device);
-            (v.loss, v.bleu, v.signature, v.sample)
-        }
-    };
-    let summary = MtSummary {
-        step: state.step,
-        valid_loss,
-        valid_bleu,
-        bleu_signature,
-        wall_s: state.wall_s,
-        tokens: state.tokens,
-        params: report.params,
-        train_flops: 3.0 * report.flops_per_token as f64 * state.tokens as f64,
-        sample,
-        interrupted,
-    };
-    if !interrupted {
-        log.append(&json!({"event": "summary", "step": state.step, "valid_loss": valid_loss, "valid_ppl": valid_loss.exp(),
-                           "valid_bleu": valid_bleu, "wall_s": state.wall_s, "tokens": state.tokens,
-                           "train_flops": summary.train_flops}))
+    let result = summary(&state, last.clone(), (interrupted, early, None));
+    if let (false, Some(v)) = (interrupted, &last) {
+        log.append(&json!({"event": "summary", "step": state.step, "valid_loss": v.loss, "valid_ppl": v.loss.exp(),
+                           "valid_bleu": v.bleu, "wall_s": state.wall_s, "tokens": state.tokens,
+                           "train_flops": result.train_flops}))
             .map_err(io_err(log.path()))?;
         let path = run.join("samples.txt");
-        let (s, r, h) = &summary.sample;
+        let (s, r, h) = &v.sample;
         std::fs::write(&path, format!("source     {s}\nreference  {r}\nhypothesis {h}\n")).map_err(io_err(&path))?;
         plot(run, &log)?;
     }
-    Ok(summary)
+    Ok(result)
 }
 
 /// Loss and BLEU on the validation split, and one (source, reference, hypothesis) sample.
-fn validate<B: Backend>(model: &TranslationModel<B>, data: &MtData, config: &RunConfig, device: &B::Device) -> Validation {
+fn validate<B: Backend>(
+    model: &TranslationModel<B>,
+    data: &MtData,
+    config: &RunConfig,
+    device: &B::Device,
+) -> Result<MtValid, TrainError> {
     let (loss, _) = teacher_forced_loss(model, &data.valid, config.eval.batch_size, device);
-    let (hyps, scores) = translate_and_score(model, &data.tokenizer, &data.valid_text, &TranslateOptions::from(&config.decode), device);
+    let options = TranslateOptions::from(&config.decode);
+    let (hyps, scores) = translate_and_score(model, &data.tokenizer, &data.valid_text, &options, device)?;
     let sample = (data.valid_text[0].0.clone(), data.valid_text[0].1.clone(), hyps[0].clone());
-    Validation { loss, bleu: scores.bleu, signature: scores.signature, sample }
-}
-
-struct Validation {
-    loss: f64,
-    bleu: f64,
-    signature: String,
-    sample: (String, String, String),
+    Ok(MtValid { loss, bleu: scores.bleu, signature: scores.signature, sample })
 }

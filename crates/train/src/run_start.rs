@@ -1,6 +1,7 @@
 //! The start of a training run, shared by the language-model and translation loops: a fresh
 //! run directory (refusing one that already holds a run), or the model, optimizer and
-//! [`TrainState`] of the last checkpoint with `metrics.jsonl` cut back to its step.
+//! [`TrainState`] of the last checkpoint with `metrics.jsonl` cut back to its step (unless
+//! the run had finished: see [`TrainState::finished`]).
 
 use std::path::Path;
 
@@ -35,8 +36,11 @@ pub(crate) fn start_run<B: AutodiffBackend, M: AutodiffModule<B>>(
         let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
         let model = model.load_file(dir.join("model"), &recorder, device).map_err(|e| corrupt(&dir, "model.mpk", e))?;
         let optim = optim.load(&dir.join("optimizer"), state.step, &model, device).map_err(|e| corrupt(&dir, "optimizer.mpk", e))?;
-        log.cut_to_step(step).map_err(io_err(log.path()))?;
-        observer.note(&format!("resumed from {} (step {step})", dir.display()));
+        // A finished run keeps its log whole (its summary included): there is nothing to redo.
+        if state.finished(&config.train).is_none() {
+            log.cut_to_step(step).map_err(io_err(log.path()))?;
+            observer.note(&format!("resumed from {} (step {step})", dir.display()));
+        }
         return Ok((model, optim, state));
     }
     if log.path().exists() || ckpt_root.exists() {

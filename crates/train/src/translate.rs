@@ -37,14 +37,19 @@ impl From<&DecodeConfig> for TranslateOptions {
 const BATCH: usize = 32;
 
 /// The translation of each source sentence, in order.
+///
+/// With learned positions the model has `block_size` of them: a longer source (end mark
+/// included) is an error naming its sentence number, and hypotheses stop at the last position.
 pub fn translate<B: Backend>(
     model: &TranslationModel<B>,
     tokenizer: &MtTokenizer,
     sources: &[&str],
     options: &TranslateOptions,
     device: &B::Device,
-) -> Vec<String> {
+) -> Result<Vec<String>, TrainError> {
     let pairs: Vec<Pair> = sources.iter().map(|s| Pair { source: tokenizer.encode(s), target: Vec::new() }).collect();
+    let limit = model.positions.max_len();
+    check_lengths(&pairs, limit, "source sentence")?;
     // Similar lengths together, so little padding; results go back in input order.
     let mut order: Vec<usize> = (0..pairs.len()).collect();
     order.sort_by_key(|&i| pairs[i].source.len());
@@ -60,12 +65,26 @@ pub fn translate<B: Backend>(
         let cache = model.begin(model.encode(src, Some(padding)));
         let prompt = Tensor::<B, 2, Int>::from_data(TensorData::new(vec![IDS.bos as i64; batch.rows], [batch.rows, 1]), device);
         let max_new = (options.max_len_a * batch.src_len as f64) as usize + options.max_len_b;
+        let max_new = limit.map_or(max_new, |l| max_new.min(l.saturating_sub(1)));
         let beam = BeamOptions { width: options.beam, length_penalty: options.lenpen, max_new_tokens: max_new.max(1), eos: Some(IDS.eos) };
         for (&i, hyp) in chunk.iter().zip(beam_search(model, cache, prompt, &beam)) {
             out[i] = tokenizer.decode(&hyp.tokens);
         }
     }
-    out
+    Ok(out)
+}
+
+/// Refuses a sentence (source, or target with its start mark) longer than `limit` positions,
+/// naming it as `what` and its 1-based number.
+pub(crate) fn check_lengths(pairs: &[Pair], limit: Option<usize>, what: &str) -> Result<(), TrainError> {
+    let Some(limit) = limit else { return Ok(()) };
+    for (i, p) in pairs.iter().enumerate() {
+        let len = p.source.len().max(p.target.len()) + 1;
+        if len > limit {
+            return Err(TrainError::TooLong { what: format!("{what} {}", i + 1), len, limit });
+        }
+    }
+    Ok(())
 }
 
 /// A finished translation run: configuration, tokenizer and model.

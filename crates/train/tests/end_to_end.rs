@@ -160,12 +160,83 @@ fn corrupt_or_missing_checkpoints_are_refused_with_a_clear_error() {
 }
 
 #[test]
-fn a_run_already_at_max_steps_says_so() {
+fn resuming_a_finished_run_says_so_and_leaves_its_log_whole() {
     let _turn = serial();
     let dir = tempfile::tempdir().unwrap();
     run(&tiny_config(5), dir.path(), false).unwrap();
+    let log = std::fs::read_to_string(dir.path().join("metrics.jsonl")).unwrap();
     let again = run(&tiny_config(5), dir.path(), true).unwrap();
     assert!(again.already_done);
+    assert_eq!(std::fs::read_to_string(dir.path().join("metrics.jsonl")).unwrap(), log, "summary line kept");
+
+    // train.max_epochs (like early stopping) finishes a run too: resuming it trains nothing.
+    let stopped = tempfile::tempdir().unwrap();
+    let mut config = tiny_config(500);
+    config.train.max_epochs = 1; // 4,000 training tokens at 32 per step: 125 steps
+    let first = run(&config, stopped.path(), false).unwrap();
+    assert_eq!(first.step, 125);
+    let log = std::fs::read_to_string(stopped.path().join("metrics.jsonl")).unwrap();
+    assert!(run(&config, stopped.path(), true).unwrap().already_done);
+    assert_eq!(std::fs::read_to_string(stopped.path().join("metrics.jsonl")).unwrap(), log);
+}
+
+#[test]
+fn a_stop_between_checkpoints_then_resume_leaves_the_evaluations_checkpoints_and_best_of_an_uninterrupted_run() {
+    let _turn = serial();
+    let mut config = tiny_config(20);
+    config.train.keep_checkpoints = 10;
+    let straight = tempfile::tempdir().unwrap();
+    run(&config, straight.path(), false).unwrap();
+
+    let stopped = tempfile::tempdir().unwrap();
+    let stop = AtomicBool::new(false);
+    let opts = RunOptions { run_dir: stopped.path().to_path_buf(), data_dir: stopped.path().join("x"), resume: false };
+    // Step 7 is neither an evaluation nor a checkpoint step (both every 5).
+    let first = train_lm::<B>(&config, &opts, &Default::default(), &mut StopAt { at: 7, stop: &stop }, &stop).unwrap();
+    assert!(first.interrupted && first.step == 7);
+    run(&config, stopped.path(), true).unwrap();
+
+    assert_eq!(events(stopped.path(), "eval"), events(straight.path(), "eval"), "no extra evaluation at the stop");
+    let steps = |dir: &Path| attend_train::checkpoint::list(&dir.join("checkpoints")).iter().map(|c| c.0).collect::<Vec<_>>();
+    assert_eq!(steps(stopped.path()), [5, 10, 15, 20]);
+    assert_eq!(steps(stopped.path()), steps(straight.path()));
+    let best = |dir: &Path| {
+        let s = attend_train::checkpoint::read_state(&dir.join("best")).unwrap();
+        (s.step, s.best_valid_loss, s.evals_without_improvement)
+    };
+    assert_eq!(best(stopped.path()), best(straight.path()));
+}
+
+#[test]
+fn a_non_finite_loss_stops_the_run_with_an_error_naming_the_step() {
+    let _turn = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = tiny_config(50);
+    config.train.lr = 1e38; // one Adam step moves every weight by ~1e38: the logits overflow
+    config.train.schedule = attend_train::config::ScheduleKind::Constant;
+    config.train.checkpoint_every = 1;
+    let err = run(&config, dir.path(), false).unwrap_err();
+    let step: u64 = err
+        .strip_prefix("step ")
+        .and_then(|rest| rest.split(':').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("error does not start with the step: {err}"));
+    assert!(err.contains("the loss is") && err.contains("stopped"), "{err}");
+    let last = format!("checkpoints/{}", attend_train::checkpoint::step_dir_name(step - 1));
+    assert!(err.contains(&last), "names the last good checkpoint {last}: {err}");
+    assert!(dir.path().join(last).join("state.json").is_file(), "the last good checkpoint is intact");
+}
+
+#[test]
+fn sequential_lanes_shorter_than_a_block_are_an_error_naming_the_keys() {
+    let _turn = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = tiny_config(5);
+    config.train.sampling = attend_train::config::Sampling::Sequential;
+    config.data.synthetic_size = 100; // 16 lanes of 6 tokens, blocks of 8
+    config.train.batch_size = 16;
+    let err = run(&config, dir.path(), false).unwrap_err();
+    assert!(err.contains("synthetic-lm: training split") && err.contains("train.batch_size = 16"), "{err}");
 }
 
 #[test]

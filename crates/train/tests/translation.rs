@@ -1,7 +1,9 @@
 //! Translation end to end on tiny generated data: the loss falls, translations come back one
-//! per source in order, and unaligned corpora are refused naming the files.
+//! per source in order, resuming equals never stopping, and unaligned corpora and sentences
+//! longer than learned positions are refused naming them.
 
-use std::sync::atomic::AtomicBool;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use attend_train::config::RunConfig;
 use attend_train::lm_loop::{Observer, RunOptions};
@@ -13,6 +15,38 @@ type I = burn_ndarray::NdArray<f32>;
 
 struct Quiet;
 impl Observer for Quiet {}
+
+/// Burn's ndarray random generator is one global: tests that train take turns.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Stops the run (as Ctrl-C would) after `at` steps.
+struct StopAt<'a> {
+    at: u64,
+    stop: &'a AtomicBool,
+}
+
+impl Observer for StopAt<'_> {
+    fn step(&mut self, step: u64, _: f64, _: f64, _: f64) {
+        if step == self.at {
+            self.stop.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// `(event, step, loss, bleu)` of every train and eval line of a run's log.
+fn logged(dir: &Path) -> Vec<(String, u64, f64, Option<f64>)> {
+    std::fs::read_to_string(dir.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["event"] == "train" || v["event"] == "eval")
+        .map(|v| (v["event"].as_str().unwrap().to_string(), v["step"].as_u64().unwrap(), v["loss"].as_f64().unwrap(), v["bleu"].as_f64()))
+        .collect()
+}
 
 fn tiny(max_steps: u64) -> RunConfig {
     let sets: Vec<String> = [
@@ -42,18 +76,20 @@ fn tiny(max_steps: u64) -> RunConfig {
 
 #[test]
 fn translation_training_lowers_the_loss_and_translates_every_line_in_order() {
+    let _turn = serial();
     let dir = tempfile::tempdir().unwrap();
     let opts = RunOptions { run_dir: dir.path().to_path_buf(), data_dir: dir.path().join("x"), resume: false };
     let summary = train_mt::<B>(&tiny(45), &opts, &Default::default(), &mut Quiet, &AtomicBool::new(false)).unwrap();
     let log = std::fs::read_to_string(dir.path().join("metrics.jsonl")).unwrap();
     let first: serde_json::Value = serde_json::from_str(log.lines().next().unwrap()).unwrap();
-    assert!(summary.valid_loss < first["loss"].as_f64().unwrap() - 0.3, "{} vs {first}", summary.valid_loss);
+    let valid_loss = summary.valid.expect("evaluated at the last step").loss;
+    assert!(valid_loss < first["loss"].as_f64().unwrap() - 0.3, "{valid_loss} vs {first}");
     assert!(log.contains("\"bleu\""), "evaluations report BLEU");
 
     let run = load_mt_run::<I>(dir.path(), &Default::default()).unwrap();
     let sources = ["bada bedi", "", "bada bedi bada bedi bada"];
     let options = TranslateOptions { beam: 2, lenpen: 0.6, max_len_a: 1.0, max_len_b: 3 };
-    let out = translate(&run.model, &run.tokenizer, &sources, &options, &Default::default());
+    let out = translate(&run.model, &run.tokenizer, &sources, &options, &Default::default()).unwrap();
     assert_eq!(out.len(), sources.len());
     for (src, hyp) in sources.iter().zip(&out) {
         assert!(hyp.split_whitespace().count() <= src.split_whitespace().count() + 1 + 3, "length limit: {hyp:?}");
@@ -85,6 +121,7 @@ fn unaligned_translation_files_are_refused_naming_both() {
 
 #[test]
 fn eval_scores_a_split_of_a_translation_run_with_bleu_its_signature_and_the_averaged_weights() {
+    let _turn = serial();
     use attend_train::evaluate::Split;
     use attend_train::mt_eval::eval_mt;
     let dir = tempfile::tempdir().unwrap();
@@ -106,4 +143,50 @@ fn eval_scores_a_split_of_a_translation_run_with_bleu_its_signature_and_the_aver
     assert!(s.signature_lowercase.contains("case:lc"), "{}", s.signature_lowercase);
     let valid = eval_mt::<I>(dir.path(), &dir.path().join("x"), Split::Valid, None, &Default::default()).unwrap();
     assert_eq!(valid.split, "valid");
+}
+
+#[test]
+fn translation_resume_after_a_stop_logs_exactly_what_an_uninterrupted_run_logs() {
+    let _turn = serial();
+    let config = tiny(40);
+    let opts = |dir: &Path, resume| RunOptions { run_dir: dir.to_path_buf(), data_dir: dir.join("x"), resume };
+    let straight = tempfile::tempdir().unwrap();
+    train_mt::<B>(&config, &opts(straight.path(), false), &Default::default(), &mut Quiet, &AtomicBool::new(false)).unwrap();
+
+    let stopped = tempfile::tempdir().unwrap();
+    let stop = AtomicBool::new(false);
+    let first = train_mt::<B>(&config, &opts(stopped.path(), false), &Default::default(), &mut StopAt { at: 20, stop: &stop }, &stop)
+        .unwrap();
+    assert!(first.interrupted && first.step == 20);
+    let resumed = train_mt::<B>(&config, &opts(stopped.path(), true), &Default::default(), &mut Quiet, &AtomicBool::new(false)).unwrap();
+    assert_eq!(resumed.step, 40);
+    assert_eq!(logged(stopped.path()), logged(straight.path()), "same losses, same evaluations, same BLEU");
+
+    let log = std::fs::read_to_string(stopped.path().join("metrics.jsonl")).unwrap();
+    let again = train_mt::<B>(&config, &opts(stopped.path(), true), &Default::default(), &mut Quiet, &AtomicBool::new(false)).unwrap();
+    assert_eq!(again.already_done, Some("train.max_steps"));
+    assert_eq!(std::fs::read_to_string(stopped.path().join("metrics.jsonl")).unwrap(), log, "a finished run is left alone");
+}
+
+#[test]
+fn sentences_longer_than_learned_positions_are_refused_naming_the_sentence() {
+    let _turn = serial();
+    let mut config = tiny(5);
+    config.model.positions = attend_model::Positions::Learned;
+    config.model.block_size = 6; // synthetic-mt sentences have 3 to 10 words
+    let dir = tempfile::tempdir().unwrap();
+    let opts = RunOptions { run_dir: dir.path().to_path_buf(), data_dir: dir.path().join("x"), resume: false };
+    let err = train_mt::<B>(&config, &opts, &Default::default(), &mut Quiet, &AtomicBool::new(false)).unwrap_err().to_string();
+    assert!(err.starts_with("synthetic-mt: training pair (line) "), "{err}");
+    assert!(err.contains("more than the model's model.block_size = 6 learned positions"), "{err}");
+
+    config.model.block_size = 12;
+    train_mt::<B>(&config, &opts, &Default::default(), &mut Quiet, &AtomicBool::new(false)).unwrap();
+    let run = load_mt_run::<I>(dir.path(), &Default::default()).unwrap();
+    let options = TranslateOptions { beam: 2, lenpen: 0.6, max_len_a: 1.0, max_len_b: 30 };
+    let long = "bada ".repeat(20);
+    let err = translate(&run.model, &run.tokenizer, &["bada", long.trim()], &options, &Default::default()).unwrap_err();
+    assert!(err.to_string().starts_with("source sentence 2: 21 tokens"), "{err}");
+    let out = translate(&run.model, &run.tokenizer, &["bada bedi"], &options, &Default::default()).unwrap();
+    assert!(out[0].split_whitespace().count() <= 11, "hypotheses stop at the last learned position: {out:?}");
 }

@@ -140,6 +140,16 @@ impl RunConfig {
                 expected: "0 with train.optimizer = \"asgd\" (both write averaged/: the ASGD mean is the average)",
             });
         }
+        self.validate_generated_data()?;
+        let nonneg = |key: &'static str, v: f64| {
+            if v >= 0.0 && v.is_finite() { Ok(()) } else {
+                Err(ConfigError::Invalid { key, value: v.to_string(), expected: "a finite non-negative number" })
+            }
+        };
+        nonneg("eval.dynamic_lr", self.eval.dynamic_lr)?;
+        nonneg("eval.dynamic_decay", self.eval.dynamic_decay)?;
+        nonneg("decode.lenpen", self.decode.lenpen)?;
+        nonneg("decode.max_len_a", self.decode.max_len_a)?;
         let d = &self.decode;
         positive("decode.beam", d.beam > 0, d.beam.to_string())?;
         if !(d.top_p > 0.0 && d.top_p <= 1.0) {
@@ -147,6 +157,39 @@ impl RunConfig {
         }
         if !(d.temperature >= 0.0) {
             return Err(ConfigError::Invalid { key: "decode.temperature", value: d.temperature.to_string(), expected: "a non-negative number" });
+        }
+        Ok(())
+    }
+}
+
+impl RunConfig {
+    /// The `data.synthetic_*` keys of the generated datasets (checked only when one is used).
+    fn validate_generated_data(&self) -> Result<(), ConfigError> {
+        let d = &self.data;
+        if !d.dataset.starts_with("synthetic-") {
+            return Ok(());
+        }
+        let invalid = |key: &'static str, value: String, expected: &'static str| Err(ConfigError::Invalid { key, value, expected });
+        if d.synthetic_vocab < 2 {
+            return invalid("data.synthetic_vocab", d.synthetic_vocab.to_string(), "at least 2 words");
+        }
+        if d.synthetic_size < 20 {
+            return invalid("data.synthetic_size", d.synthetic_size.to_string(), "at least 20 (valid and test get a tenth each)");
+        }
+        if !(0.0..=1.0).contains(&d.synthetic_epsilon) {
+            return invalid("data.synthetic_epsilon", d.synthetic_epsilon.to_string(), "a number in [0, 1]");
+        }
+        if d.synthetic_branching == 0 && d.synthetic_epsilon < 1.0 {
+            return invalid("data.synthetic_branching", "0".into(), "at least 1 unless data.synthetic_epsilon = 1");
+        }
+        // The source's table has vocab^(order+1) probabilities: keep it under 2^26 (512 MB).
+        let table = (d.synthetic_vocab as u128).checked_pow(d.synthetic_order as u32 + 1);
+        if d.dataset == "synthetic-lm" && table.is_none_or(|n| n > 1 << 26) {
+            return invalid(
+                "data.synthetic_order",
+                d.synthetic_order.to_string(),
+                "an order small enough that synthetic_vocab^(order+1) <= 2^26 (the source's probability table)",
+            );
         }
         Ok(())
     }

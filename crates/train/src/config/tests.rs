@@ -79,6 +79,25 @@ fn invalid_combinations_name_the_keys() {
 }
 
 #[test]
+fn generated_data_settings_that_cannot_make_a_source_name_the_key() {
+    for (set, key) in [
+        ("data.synthetic_vocab=0", "data.synthetic_vocab = 0"),
+        ("data.synthetic_size=0", "data.synthetic_size = 0"),
+        ("data.synthetic_epsilon=1.5", "data.synthetic_epsilon = 1.5"),
+        ("data.synthetic_order=40", "data.synthetic_order = 40"),
+        ("eval.dynamic_lr=-1", "eval.dynamic_lr = -1"),
+        ("decode.lenpen=nan", "decode.lenpen = NaN"),
+    ] {
+        let err = RunConfig::load(None, &[set.into()]).unwrap_err().to_string();
+        assert!(err.starts_with(key), "{set}: {err}");
+    }
+    let mut sets = vec!["data.synthetic_branching=0".to_string()];
+    assert!(RunConfig::load(None, &sets).unwrap_err().to_string().starts_with("data.synthetic_branching = 0"));
+    sets.push("data.synthetic_epsilon=1".into());
+    RunConfig::load(None, &sets).expect("a uniform source needs no preferred words");
+}
+
+#[test]
 fn set_overrides_apply_after_the_file_with_the_same_rules() {
     let dir = tempfile::tempdir().unwrap();
     let path = write(&dir, "[train]\nlr = 0.5\nmax_steps = 7\n");
