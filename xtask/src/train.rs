@@ -48,14 +48,27 @@ pub fn run(args: TrainArgs) -> Result<()> {
         PathBuf::from("runs").join(stem)
     });
     let config = if args.resume {
-        if args.config.is_some() || !args.sets.is_empty() {
-            bail!("--resume takes the configuration from {}/config.toml; drop --config and --set", run_dir.display());
+        if !args.sets.is_empty() {
+            bail!("--resume takes the configuration from {}/config.toml; drop --set", run_dir.display());
         }
         let path = run_dir.join("config.toml");
         if !path.is_file() {
             bail!("no checkpoint to resume in {}", run_dir.display());
         }
-        RunConfig::from_resolved(&path)?
+        let stored = RunConfig::from_resolved(&path)?;
+        // `--config` with `--resume` (the command that started the run, repeated) only names
+        // the run directory; it must describe the run being continued.
+        if let Some(file) = &args.config {
+            if let Some(diff) = RunConfig::load(Some(file), &[])?.first_difference(&stored) {
+                bail!(
+                    "--config {} differs from {} ({diff}): --resume continues with the run's own \
+                     configuration; drop --config, or start a new --run",
+                    file.display(),
+                    path.display()
+                );
+            }
+        }
+        stored
     } else {
         RunConfig::load(args.config.as_deref(), &args.sets)?
     };

@@ -49,6 +49,23 @@ fn train_then_eval_and_generate_follow_the_command_line_contract() {
     let again = train(&run, &[]);
     assert!(!again.status.success());
     assert!(String::from_utf8_lossy(&again.stderr).contains("already holds a run"));
+
+    let out = xtask(&["translate", "--run", run.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("holds a language model"), "{stderr}");
+
+    // --resume of a finished run: nothing to do, and its log stays whole.
+    let log = std::fs::read_to_string(run.join("metrics.jsonl")).unwrap();
+    let resumed = xtask(&["train", "--resume", "--run", run.to_str().unwrap()]);
+    assert!(resumed.status.success(), "{}", String::from_utf8_lossy(&resumed.stderr));
+    assert!(String::from_utf8_lossy(&resumed.stdout).starts_with("nothing to do"));
+    assert_eq!(std::fs::read_to_string(run.join("metrics.jsonl")).unwrap(), log);
+    // --config beside --resume must describe the run being continued.
+    let other = dir.path().join("other.toml");
+    std::fs::write(&other, "[model]\nd_model = 32\n").unwrap();
+    let out = xtask(&["train", "--resume", "--run", run.to_str().unwrap(), "--config", other.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("differs from") && stderr.contains("config.toml ("), "{stderr}");
 }
 
 #[test]

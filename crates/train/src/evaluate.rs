@@ -65,6 +65,9 @@ pub fn eval_lm<B: AutodiffBackend>(
         }
         None => {
             let data = load_dataset(&config.data, data_dir)?;
+            if split == Split::Test && !data.has_test {
+                return Err(DataError::NoTest(config.data.dataset.clone()).into());
+            }
             let (ids, counts, name) = match split {
                 Split::Valid => (data.valid, data.counts[1], "valid"),
                 Split::Test => (data.test, data.counts[2], "test"),

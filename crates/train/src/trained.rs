@@ -37,6 +37,9 @@ pub fn weights_dir(run: &Path) -> Result<PathBuf, CheckpointError> {
 /// Loads the language model of run directory `run`.
 pub fn load_lm<B: Backend>(run: &Path, device: &B::Device) -> Result<TrainedLm<B>, TrainError> {
     let config = RunConfig::from_resolved(&run.join("config.toml"))?;
+    if config.model.arch == attend_model::Arch::Seq2seq {
+        return Err(TrainError::NotLm);
+    }
     let path = run.join("vocab.json");
     let text = std::fs::read_to_string(&path).map_err(|source| TrainError::Io { path: path.clone(), source })?;
     let vocab: Vocab = serde_json::from_str(&text)

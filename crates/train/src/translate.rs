@@ -99,6 +99,9 @@ pub struct TrainedMt<B: Backend> {
 /// Loads the translation run in `run` (weights of `averaged/`, `best/` or the latest).
 pub fn load_mt_run<B: Backend>(run: &Path, device: &B::Device) -> Result<TrainedMt<B>, TrainError> {
     let config = RunConfig::from_resolved(&run.join("config.toml"))?;
+    if config.model.arch != attend_model::Arch::Seq2seq {
+        return Err(TrainError::NotMt(run.to_path_buf()));
+    }
     let tokenizer = MtTokenizer::load(run).map_err(|message| CheckpointError::Corrupt { path: run.to_path_buf(), message })?;
     let weights = weights_dir(run)?;
     let model_config = attend_model::ModelConfig { dropout: 0.0, attention_dropout: 0.0, ..config.model.clone() };

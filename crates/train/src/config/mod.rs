@@ -98,6 +98,22 @@ impl RunConfig {
         toml::to_string(self).expect("configs serialize")
     }
 
+    /// The first key (`section.key = ours vs theirs`) whose value differs between two
+    /// configurations, or `None` if they are the same.
+    pub fn first_difference(&self, other: &RunConfig) -> Option<String> {
+        let tables = [self, other].map(|c| c.to_toml().parse::<Table>().expect("serialized TOML parses"));
+        for (section, ours) in &tables[0] {
+            let (Some(ours), Some(theirs)) = (ours.as_table(), tables[1].get(section).and_then(Value::as_table)) else { continue };
+            for (key, value) in ours {
+                if theirs.get(key) != Some(value) {
+                    let other = theirs.get(key).map_or("nothing".to_string(), Value::to_string);
+                    return Some(format!("{section}.{key} = {value} vs {other}"));
+                }
+            }
+        }
+        None
+    }
+
     /// Checks the combinations that serde cannot.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.model.validate()?;

@@ -26,6 +26,9 @@ pub struct LmData {
     /// per-character figures. Word-level data counts `<eos>` as a word (Mikolov's PTB
     /// convention: 82,430 test words).
     pub counts: [TextCounts; 3],
+    /// Whether `test` is a split of its own; a single file split 90/10 (tiny Shakespeare, a
+    /// text file) has only train and valid, and `test` repeats `valid`.
+    pub has_test: bool,
 }
 
 /// A dataset that cannot be read; names the file.
@@ -39,6 +42,8 @@ pub enum DataError {
     Empty { path: PathBuf, split: &'static str },
     #[error("data.dataset = {0:?}: not a language-modeling dataset (expected synthetic-lm, tiny-shakespeare, ptb or a text file)")]
     Unknown(String),
+    #[error("{0}: no test split: this dataset is one file split 90/10 into train and valid (as nanoGPT); use --split valid")]
+    NoTest(String),
     #[error("data.tokenizer = \"bpe\" is not supported for language modeling yet; use char or word")]
     BpeLm,
     #[error("{} and {} are not line-aligned: {} and {} lines", sources.display(), targets.display(), lines.0, lines.1)]
@@ -76,14 +81,16 @@ fn data_file(dir: &Path, name: &str) -> PathBuf {
 pub fn load_lm(config: &DataConfig, data_dir: &Path) -> Result<LmData, DataError> {
     match config.dataset.as_str() {
         "synthetic-lm" => Ok(generated(config)),
-        "tiny-shakespeare" => split_file(config, &data_dir.join("tinyshakespeare/input.txt")),
+        "tiny-shakespeare" => split_file(config, &data_file(&data_dir.join("tinyshakespeare"), "input.txt")),
         "ptb" => {
             let dir = data_dir.join("ptb");
             let [train, valid, test] = ["train", "valid", "test"].map(|s| data_file(&dir, &format!("ptb.{s}.txt")));
             let texts = [read_text(&train)?, read_text(&valid)?, read_text(&test)?];
             from_texts(config, &texts, &[train, valid, test])
         }
-        other if Path::new(other).is_file() => split_file(config, Path::new(other)),
+        // A path (it names a file or a folder): read it, so that a mistyped one is reported
+        // as the missing file it is.
+        other if Path::new(other).is_file() || other.contains(['/', '\\', '.']) => split_file(config, Path::new(other)),
         other => Err(DataError::Unknown(other.to_string())),
     }
 }
@@ -110,6 +117,7 @@ fn generated(config: &DataConfig) -> LmData {
         test: data.splits.test,
         vocab,
         counts,
+        has_test: true,
     }
 }
 
@@ -123,7 +131,8 @@ fn split_file(config: &DataConfig, path: &Path) -> Result<LmData, DataError> {
     let paths = [path.to_path_buf(), path.to_path_buf(), path.to_path_buf()];
     // Characters: the vocabulary is every character of the file (nanoGPT builds it so).
     let vocab_text = (config.tokenizer == TokenizerKind::Char).then_some(text.as_str());
-    from_texts_with(config, &texts, &paths, vocab_text)
+    let data = from_texts_with(config, &texts, &paths, vocab_text)?;
+    Ok(LmData { has_test: false, ..data })
 }
 
 fn from_texts(config: &DataConfig, texts: &[String; 3], paths: &[PathBuf; 3]) -> Result<LmData, DataError> {
@@ -165,6 +174,7 @@ fn from_texts_with(
         entropy_rate: None,
         min_context: 0,
         counts: [0, 1, 2].map(|i| text_counts(&texts[i], config.tokenizer)),
+        has_test: true,
     })
 }
 
