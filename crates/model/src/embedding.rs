@@ -3,12 +3,11 @@
 //! weights are tied.
 
 use burn::module::{Module, Param};
-use burn::tensor::module::embedding;
+use burn::tensor::module::{embedding, linear};
 use burn::tensor::{backend::Backend, Int, Tensor};
 
 use crate::config::ModelConfig;
 use crate::init::table;
-use crate::positionwise::positionwise_transposed;
 
 /// The embedding matrix `E` and its scale.
 #[derive(Module, Debug)]
@@ -58,6 +57,6 @@ impl<B: Backend> TokenEmbedding<B> {
     /// - `x`: `[batch, len, d_model]`
     /// - output: `[batch, len, vocab]`
     pub fn project(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
-        positionwise_transposed(x, self.weight.val())
+        linear(x, self.weight.val().transpose(), None)
     }
 }

@@ -235,7 +235,7 @@ impl<B: Backend> TranslationModel<B> {
         );
         cache.len += new;
         let logits = match &self.output {
-            Some(output) => crate::positionwise::positionwise(output, x),
+            Some(output) => output.forward(x),
             None => self.target_embedding.project(x),
         };
         let (self_weights, cross_weights) = outputs
