@@ -67,6 +67,14 @@ fn run(config: &RunConfig, dir: &Path, resume: bool) -> Result<attend_train::lm_
     train_lm::<B>(config, &opts, &Default::default(), &mut Quiet, &AtomicBool::new(false)).map_err(|e| e.to_string())
 }
 
+/// A fresh run in `dir`, stopped as Ctrl-C would stop it after `at` steps.
+fn stop_at(config: &RunConfig, dir: &Path, at: u64) {
+    let stop = AtomicBool::new(false);
+    let opts = RunOptions { run_dir: dir.to_path_buf(), data_dir: dir.join("x"), resume: false };
+    let first = train_lm::<B>(config, &opts, &Default::default(), &mut StopAt { at, stop: &stop }, &stop).unwrap();
+    assert!(first.interrupted && first.step == at);
+}
+
 fn events(dir: &Path, kind: &str) -> Vec<(u64, f64)> {
     std::fs::read_to_string(dir.join("metrics.jsonl"))
         .unwrap()
@@ -104,10 +112,7 @@ fn resume_after_a_stop_logs_exactly_the_losses_of_an_uninterrupted_run() {
     run(&config, straight.path(), false).unwrap();
 
     let stopped = tempfile::tempdir().unwrap();
-    let stop = AtomicBool::new(false);
-    let opts = RunOptions { run_dir: stopped.path().to_path_buf(), data_dir: stopped.path().join("x"), resume: false };
-    let first = train_lm::<B>(&config, &opts, &Default::default(), &mut StopAt { at: 7, stop: &stop }, &stop).unwrap();
-    assert!(first.interrupted && first.step == 7);
+    stop_at(&config, stopped.path(), 7);
     // As after a SIGKILL: a partial line at the end of the log.
     let log = stopped.path().join("metrics.jsonl");
     let mut text = std::fs::read_to_string(&log).unwrap();
@@ -130,9 +135,7 @@ fn resume_with_gelu_logs_exactly_the_losses_of_an_uninterrupted_run() {
     let straight = tempfile::tempdir().unwrap();
     run(&config, straight.path(), false).unwrap();
     let stopped = tempfile::tempdir().unwrap();
-    let stop = AtomicBool::new(false);
-    let opts = RunOptions { run_dir: stopped.path().to_path_buf(), data_dir: stopped.path().join("x"), resume: false };
-    train_lm::<B>(&config, &opts, &Default::default(), &mut StopAt { at: 5, stop: &stop }, &stop).unwrap();
+    stop_at(&config, stopped.path(), 5);
     run(&config, stopped.path(), true).unwrap();
     assert_eq!(events(stopped.path(), "train"), events(straight.path(), "train"));
 }
@@ -189,11 +192,8 @@ fn a_stop_between_checkpoints_then_resume_leaves_the_evaluations_checkpoints_and
     run(&config, straight.path(), false).unwrap();
 
     let stopped = tempfile::tempdir().unwrap();
-    let stop = AtomicBool::new(false);
-    let opts = RunOptions { run_dir: stopped.path().to_path_buf(), data_dir: stopped.path().join("x"), resume: false };
     // Step 7 is neither an evaluation nor a checkpoint step (both every 5).
-    let first = train_lm::<B>(&config, &opts, &Default::default(), &mut StopAt { at: 7, stop: &stop }, &stop).unwrap();
-    assert!(first.interrupted && first.step == 7);
+    stop_at(&config, stopped.path(), 7);
     run(&config, stopped.path(), true).unwrap();
 
     assert_eq!(events(stopped.path(), "eval"), events(straight.path(), "eval"), "no extra evaluation at the stop");
@@ -305,10 +305,8 @@ fn asgd_resume_logs_exactly_the_losses_of_an_uninterrupted_run_and_saves_the_mea
     let straight = tempfile::tempdir().unwrap();
     run(&config, straight.path(), false).unwrap();
     let stopped = tempfile::tempdir().unwrap();
-    let stop = AtomicBool::new(false);
-    let opts = RunOptions { run_dir: stopped.path().to_path_buf(), data_dir: stopped.path().join("x"), resume: false };
     // Stopped after step 7: the mean of steps 4..=7 must survive in the checkpoint.
-    train_lm::<B>(&config, &opts, &Default::default(), &mut StopAt { at: 7, stop: &stop }, &stop).unwrap();
+    stop_at(&config, stopped.path(), 7);
     run(&config, stopped.path(), true).unwrap();
     assert_eq!(events(stopped.path(), "train"), events(straight.path(), "train"));
     // The stopped run also evaluated when it stopped (step 7); the scheduled ones must agree.
