@@ -2,21 +2,16 @@
 //! resuming equals never stopping, and bad checkpoints are refused.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 
 use attend_train::config::RunConfig;
 use attend_train::lm_loop::{train_lm, Observer, RunOptions};
 use serde_json::Value;
 
+mod common;
+use common::{serial, StopAt};
+
 type B = burn::backend::Autodiff<burn_ndarray::NdArray<f32>>;
-
-/// Burn's ndarray random generator (initialization, dropout) is one global: tests that train
-/// take turns, or their draws interleave and no run is reproducible.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 fn tiny_config(max_steps: u64) -> RunConfig {
     let sets: Vec<String> = [
@@ -43,20 +38,6 @@ fn tiny_config(max_steps: u64) -> RunConfig {
     .chain([format!("train.max_steps={max_steps}")])
     .collect();
     RunConfig::load(None, &sets).unwrap()
-}
-
-/// Stops the run (as Ctrl-C would) after `at` steps.
-struct StopAt<'a> {
-    at: u64,
-    stop: &'a AtomicBool,
-}
-
-impl Observer for StopAt<'_> {
-    fn step(&mut self, step: u64, _: f64, _: f64, _: f64) {
-        if step == self.at {
-            self.stop.store(true, Ordering::Relaxed);
-        }
-    }
 }
 
 struct Quiet;

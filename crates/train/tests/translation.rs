@@ -3,39 +3,21 @@
 //! longer than learned positions are refused naming them.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 
 use attend_train::config::RunConfig;
 use attend_train::lm_loop::{Observer, RunOptions};
 use attend_train::mt_loop::train_mt;
 use attend_train::translate::{load_mt_run, translate, TranslateOptions};
 
+mod common;
+use common::{serial, StopAt};
+
 type B = burn::backend::Autodiff<burn_ndarray::NdArray<f32>>;
 type I = burn_ndarray::NdArray<f32>;
 
 struct Quiet;
 impl Observer for Quiet {}
-
-/// Burn's ndarray random generator is one global: tests that train take turns.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Stops the run (as Ctrl-C would) after `at` steps.
-struct StopAt<'a> {
-    at: u64,
-    stop: &'a AtomicBool,
-}
-
-impl Observer for StopAt<'_> {
-    fn step(&mut self, step: u64, _: f64, _: f64, _: f64) {
-        if step == self.at {
-            self.stop.store(true, Ordering::Relaxed);
-        }
-    }
-}
 
 /// `(event, step, loss, bleu)` of every train and eval line of a run's log.
 fn logged(dir: &Path) -> Vec<(String, u64, f64, Option<f64>)> {

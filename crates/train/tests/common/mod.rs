@@ -1,0 +1,27 @@
+//! Helpers shared by the training tests.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use attend_train::lm_loop::Observer;
+
+/// Burn's ndarray random generator (initialization, dropout) is one global: tests that train
+/// take turns, or their draws interleave and no run is reproducible.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Stops the run (as Ctrl-C would) after `at` steps.
+pub struct StopAt<'a> {
+    pub at: u64,
+    pub stop: &'a AtomicBool,
+}
+
+impl Observer for StopAt<'_> {
+    fn step(&mut self, step: u64, _: f64, _: f64, _: f64) {
+        if step == self.at {
+            self.stop.store(true, Ordering::Relaxed);
+        }
+    }
+}
