@@ -2,16 +2,13 @@
 //! printed as sacreBLEU prints it (`--format text`) or as one JSON line (`--format json`).
 //!
 //! Lines are read as the sacreBLEU command line reads them: split on `\n`, trailing
-//! whitespace stripped. Reference files may be gzip. Also home of what `chrf` shares: the
-//! output format and the reading and checking of hypotheses and references.
+//! whitespace stripped (`attend_metrics::read_segments`). Reference files may be gzip. Also home
+//! of the output format that `chrf` shares.
 
-use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
-use attend_metrics::lines::{read_lines, read_lines_from};
-use attend_metrics::text::py_rstrip;
-use attend_metrics::{corpus_bleu, BleuConfig, Smoothing, Tokenizer};
+use anyhow::{Context, Result};
+use attend_metrics::{corpus_bleu, read_segments, BleuConfig, Smoothing, Tokenizer};
 use clap::{Args, ValueEnum};
 
 #[derive(Args)]
@@ -60,79 +57,4 @@ pub fn run(args: BleuArgs) -> Result<()> {
         Format::Json => println!("{}", serde_json::to_string(&score.to_json(&signature))?),
     }
     Ok(())
-}
-
-/// Hypotheses from `hyps` (stdin) and one stream per reference file, each line right-stripped
-/// as sacreBLEU's command line does; every file must have one line per hypothesis.
-pub fn read_segments(
-    hyps: impl Read,
-    ref_paths: &[PathBuf],
-) -> Result<(Vec<String>, Vec<Vec<String>>)> {
-    let stdin = Path::new("<stdin>");
-    let hyps = strip(read_lines_from(hyps, stdin)?);
-    if hyps.is_empty() {
-        bail!("no hypotheses: stdin is empty (give one hypothesis per line)");
-    }
-    let mut refs = Vec::with_capacity(ref_paths.len());
-    for path in ref_paths {
-        let lines = strip(read_lines(path)?);
-        if lines.len() != hyps.len() {
-            bail!(
-                "{} has {} lines but stdin has {} hypotheses: each reference file needs one line per hypothesis",
-                path.display(),
-                lines.len(),
-                hyps.len()
-            );
-        }
-        refs.push(lines);
-    }
-    Ok((hyps, refs))
-}
-
-fn strip(lines: Vec<String>) -> Vec<String> {
-    lines
-        .into_iter()
-        .map(|mut line| {
-            line.truncate(py_rstrip(&line).len());
-            line
-        })
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn line_count_mismatch_names_the_reference_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("ref.txt");
-        std::fs::write(&path, "a\nb\n").unwrap();
-        let err = read_segments("only one\n".as_bytes(), &[path.clone()])
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("ref.txt has 2 lines but stdin has 1 hypotheses"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn lines_are_right_stripped_like_sacrebleus_command_line() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("ref.txt");
-        std::fs::write(&path, "x y \r\n").unwrap();
-        let (hyps, refs) = read_segments(" a b\t\n".as_bytes(), &[path]).unwrap();
-        assert_eq!(
-            (hyps, refs),
-            (vec![" a b".to_string()], vec![vec!["x y".to_string()]])
-        );
-    }
-
-    #[test]
-    fn invalid_utf8_on_stdin_names_the_line() {
-        let input: &[u8] = b"ok\nfine\n\xff\n";
-        let err = read_segments(input, &[]).unwrap_err().to_string();
-        assert_eq!(err, "<stdin>:3: invalid UTF-8");
-    }
 }

@@ -5,10 +5,10 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
-use attend_metrics::{corpus_chrf, ChrfConfig};
+use attend_metrics::{corpus_chrf, read_segments, ChrfConfig};
 use clap::Args;
 
-use crate::bleu::{read_segments, Format};
+use crate::bleu::Format;
 
 #[derive(Args)]
 pub struct ChrfArgs {

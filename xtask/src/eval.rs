@@ -13,8 +13,11 @@ use attend_train::config::RunConfig;
 use attend_train::evaluate::{eval_lm, Split};
 use attend_train::mt_eval::eval_mt;
 use attend_train::translate::TranslateOptions;
+use burn::tensor::backend::AutodiffBackend;
 use clap::{Args, ValueEnum};
 use serde_json::json;
+
+use crate::backend::{run_on, Backend, OnBackend};
 
 #[derive(Args)]
 pub struct EvalArgs {
@@ -39,6 +42,9 @@ pub struct EvalArgs {
     /// Directory holding the named datasets (default: $ATTEND_DATA_DIR, else data/).
     #[arg(long, env = "ATTEND_DATA_DIR", default_value = "data")]
     data_dir: PathBuf,
+    /// Compute backend.
+    #[arg(long, value_enum, default_value_t = Backend::Ndarray)]
+    backend: Backend,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -48,7 +54,17 @@ enum SplitArg {
 }
 
 pub fn run(args: EvalArgs) -> Result<()> {
-    type B = burn::backend::Autodiff<burn_ndarray::NdArray<f32>>;
+    run_on(args.backend, args)
+}
+
+impl OnBackend for EvalArgs {
+    type Output = ();
+    fn run<B: AutodiffBackend>(self, device: &B::Device) -> Result<()> {
+        eval_on::<B>(&self, device)
+    }
+}
+
+fn eval_on<B: AutodiffBackend>(args: &EvalArgs, device: &B::Device) -> Result<()> {
     let split = match args.split {
         SplitArg::Valid => Split::Valid,
         SplitArg::Test => Split::Test,
@@ -56,12 +72,12 @@ pub fn run(args: EvalArgs) -> Result<()> {
     let config_path = args.run.join("config.toml");
     let config = RunConfig::from_resolved(&config_path).with_context(|| format!("evaluating {}", args.run.display()))?;
     if config.model.arch == Arch::Seq2seq {
-        return run_mt(&args, &config, split);
+        return run_mt::<B::InnerBackend>(args, &config, split, device);
     }
     if args.beam.is_some() || args.lenpen.is_some() {
         anyhow::bail!("--beam and --lenpen apply to translation runs; {} is a language model", args.run.display());
     }
-    let report = eval_lm::<B>(&args.run, &args.data_dir, split, args.data.as_deref(), args.dynamic, &Default::default())
+    let report = eval_lm::<B>(&args.run, &args.data_dir, split, args.data.as_deref(), args.dynamic, device)
         .with_context(|| format!("evaluating {}", args.run.display()))?;
     print_lines(&format!("{} (static)", report.split), &report.report);
     let mut out = json_of(&report.report);
@@ -78,8 +94,7 @@ pub fn run(args: EvalArgs) -> Result<()> {
     Ok(())
 }
 
-fn run_mt(args: &EvalArgs, config: &RunConfig, split: Split) -> Result<()> {
-    type B = burn_ndarray::NdArray<f32>;
+fn run_mt<B: burn::tensor::backend::Backend>(args: &EvalArgs, config: &RunConfig, split: Split, device: &B::Device) -> Result<()> {
     if args.dynamic || args.data.is_some() {
         anyhow::bail!(
             "{} is a translation run: eval scores its --split (valid or test); for other files pipe `cargo xtask translate` into `cargo xtask bleu`",
@@ -92,7 +107,7 @@ fn run_mt(args: &EvalArgs, config: &RunConfig, split: Split) -> Result<()> {
     if options.beam == 0 {
         anyhow::bail!("--beam must be at least 1");
     }
-    let report = eval_mt::<B>(&args.run, &args.data_dir, split, Some(options.clone()), &Default::default())
+    let report = eval_mt::<B>(&args.run, &args.data_dir, split, Some(options.clone()), device)
         .with_context(|| format!("evaluating {}", args.run.display()))?;
     let s = &report.scores;
     println!("weights: {}", report.weights);

@@ -4,7 +4,10 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use attend_train::generate::{generate, GenerateOptions};
+use burn::tensor::backend::AutodiffBackend;
 use clap::Args;
+
+use crate::backend::{run_on, Backend, OnBackend};
 
 #[derive(Args)]
 pub struct GenerateArgs {
@@ -29,6 +32,9 @@ pub struct GenerateArgs {
     /// Seed of the sampling stream.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Compute backend.
+    #[arg(long, value_enum, default_value_t = Backend::Ndarray)]
+    backend: Backend,
 }
 
 pub fn run(args: GenerateArgs) -> Result<()> {
@@ -40,7 +46,17 @@ pub fn run(args: GenerateArgs) -> Result<()> {
             anyhow::bail!("--top-p {p}: expected a number in (0, 1]");
         }
     }
-    type B = burn_ndarray::NdArray<f32>;
+    run_on(args.backend, args)
+}
+
+impl OnBackend for GenerateArgs {
+    type Output = ();
+    fn run<B: AutodiffBackend>(self, device: &B::Device) -> Result<()> {
+        generate_on::<B::InnerBackend>(self, device)
+    }
+}
+
+fn generate_on<B: burn::tensor::backend::Backend>(args: GenerateArgs, device: &B::Device) -> Result<()> {
     let options = GenerateOptions {
         max_tokens: args.max_tokens,
         temperature: args.temperature,
@@ -48,7 +64,7 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         top_p: args.top_p,
         seed: args.seed,
     };
-    let text = generate::<B>(&args.run, &args.prompt, &options, &Default::default())
+    let text = generate::<B>(&args.run, &args.prompt, &options, device)
         .with_context(|| format!("generating from {}", args.run.display()))?;
     println!("{text}");
     Ok(())

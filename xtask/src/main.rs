@@ -4,9 +4,9 @@
 //! See <https://github.com/matklad/cargo-xtask/> for the pattern, and `../shared/DESIGN.md`
 //! section 4 for the command-line contract.
 
+mod backend;
 mod baseline;
 mod bench;
-mod bench_train;
 mod bleu;
 mod bpe;
 mod chrf;

@@ -1,16 +1,19 @@
-//! `cargo xtask train`: resolve the configuration, pick the backend, run the loop with a
-//! progress bar, print the summary (DESIGN.md sections 4 and 5).
+//! `cargo xtask train`: resolve the configuration, run the task's training loop on the chosen
+//! backend with a progress bar, print the summary (DESIGN.md sections 4 and 5).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use anyhow::{bail, Context, Result};
-use attend_train::config::RunConfig;
-use attend_train::lm_loop::{train_lm, LmSummary, Observer, RunOptions};
-use attend_train::mt_loop::{train_mt, MtSummary};
-use clap::{Args, ValueEnum};
+use anyhow::{Context, Result};
+use attend_train::config::{default_run_dir, RunConfig};
+use attend_train::tasks::{LmValid, MtValid};
+use attend_train::{Observer, RunOptions, Summary, Trained};
+use burn::tensor::backend::AutodiffBackend;
+use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::backend::{run_on, Backend, OnBackend};
 
 #[derive(Args)]
 pub struct TrainArgs {
@@ -34,85 +37,45 @@ pub struct TrainArgs {
     sets: Vec<String>,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Backend {
-    /// CPU, burn-ndarray.
-    Ndarray,
-    /// GPU, burn-wgpu (needs a build with the `wgpu` feature).
-    Wgpu,
-}
-
 pub fn run(args: TrainArgs) -> Result<()> {
-    let run_dir = args.run.clone().unwrap_or_else(|| {
-        let stem = args.config.as_ref().and_then(|c| c.file_stem()).map_or("default".into(), |s| s.to_string_lossy().into_owned());
-        PathBuf::from("runs").join(stem)
-    });
-    let config = if args.resume {
-        if !args.sets.is_empty() {
-            bail!("--resume takes the configuration from {}/config.toml; drop --set", run_dir.display());
-        }
-        let path = run_dir.join("config.toml");
-        if !path.is_file() {
-            bail!("no checkpoint to resume in {}", run_dir.display());
-        }
-        let stored = RunConfig::from_resolved(&path)?;
-        // `--config` with `--resume` (the command that started the run, repeated) only names
-        // the run directory; it must describe the run being continued.
-        if let Some(file) = &args.config {
-            if let Some(diff) = RunConfig::load(Some(file), &[])?.first_difference(&stored) {
-                bail!(
-                    "--config {} differs from {} ({diff}): --resume continues with the run's own \
-                     configuration; drop --config, or start a new --run",
-                    file.display(),
-                    path.display()
-                );
-            }
-        }
-        stored
-    } else {
-        RunConfig::load(args.config.as_deref(), &args.sets)?
-    };
-    match args.backend {
-        Backend::Ndarray => train_on::<burn::backend::Autodiff<burn_ndarray::NdArray<f32>>>(&config, args, run_dir),
-        #[cfg(feature = "wgpu")]
-        Backend::Wgpu => train_on::<burn::backend::Autodiff<burn_wgpu::Wgpu>>(&config, args, run_dir),
-        #[cfg(not(feature = "wgpu"))]
-        Backend::Wgpu => bail!(
-            "--backend wgpu: this build has no wgpu backend; build xtask with `--features wgpu` \
-             (cargo run --release -p xtask --features wgpu -- train ...), or use --backend ndarray"
-        ),
-    }
+    let run_dir = args.run.clone().unwrap_or_else(|| default_run_dir(args.config.as_deref()));
+    let config = RunConfig::for_train(args.config.as_deref(), &args.sets, &run_dir, args.resume)?;
+    let opts = RunOptions { run_dir, data_dir: args.data_dir, resume: args.resume };
+    run_on(args.backend, Train { config, opts })
 }
 
-/// Train on backend `B`, on its default device.
-fn train_on<B: burn::tensor::backend::AutodiffBackend>(config: &RunConfig, args: TrainArgs, run_dir: PathBuf) -> Result<()> {
-    let device = B::Device::default();
-    let opts = RunOptions { run_dir: run_dir.clone(), data_dir: args.data_dir, resume: args.resume };
-    let mut bar = Bar::new();
-    // Ctrl-C: finish the current step, save a checkpoint, exit cleanly. A second Ctrl-C exits
-    // at once (the checkpoints already written are complete: they are renamed into place).
-    let stop = Arc::new(AtomicBool::new(false));
-    let flag = Arc::clone(&stop);
-    ctrlc::set_handler(move || {
-        if flag.swap(true, Ordering::Relaxed) {
-            eprintln!("second Ctrl-C: exiting without a new checkpoint");
-            std::process::exit(130);
-        }
-        eprintln!("Ctrl-C: saving a checkpoint after this step (Ctrl-C again to exit at once)");
-    })
-    .context("installing the Ctrl-C handler")?;
-    if config.model.arch == attend_model::Arch::Seq2seq {
-        let summary = train_mt::<B>(config, &opts, &device, &mut bar, &stop)
+struct Train {
+    config: RunConfig,
+    opts: RunOptions,
+}
+
+impl OnBackend for Train {
+    type Output = ();
+
+    fn run<B: AutodiffBackend>(self, device: &B::Device) -> Result<()> {
+        let mut bar = Bar { bar: ProgressBar::hidden() };
+        // Ctrl-C: finish the current step, save a checkpoint, exit cleanly. A second Ctrl-C
+        // exits at once (the checkpoints already written are complete: renamed into place).
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        ctrlc::set_handler(move || {
+            if flag.swap(true, Ordering::Relaxed) {
+                eprintln!("second Ctrl-C: exiting without a new checkpoint");
+                std::process::exit(130);
+            }
+            eprintln!("Ctrl-C: saving a checkpoint after this step (Ctrl-C again to exit at once)");
+        })
+        .context("installing the Ctrl-C handler")?;
+        let run_dir = &self.opts.run_dir;
+        let trained = attend_train::train::<B>(&self.config, &self.opts, device, &mut bar, &stop)
             .with_context(|| format!("training in {}", run_dir.display()))?;
         bar.bar.finish_and_clear();
-        print_mt_summary(&summary, &run_dir);
-        return Ok(());
+        match trained {
+            Trained::Lm(s) => print_summary(&s, run_dir, "tokens", print_lm),
+            Trained::Mt(s) => print_summary(&s, run_dir, "target tokens", print_mt),
+        }
+        Ok(())
     }
-    let summary = train_lm::<B>(config, &opts, &device, &mut bar, &stop)
-        .with_context(|| format!("training in {}", run_dir.display()))?;
-    bar.bar.finish_and_clear();
-    print_summary(&summary, &run_dir);
-    Ok(())
 }
 
 /// The progress bar: step, loss, learning rate, tokens/s, ETA.
@@ -120,19 +83,11 @@ struct Bar {
     bar: ProgressBar,
 }
 
-impl Bar {
-    fn new() -> Self {
-        Bar { bar: ProgressBar::hidden() }
-    }
-}
-
 impl Observer for Bar {
     fn started(&mut self, first_step: u64, max_steps: u64) {
         self.bar = ProgressBar::new(max_steps);
         self.bar.set_position(first_step - 1);
-        self.bar.set_style(
-            ProgressStyle::with_template("{bar:30} step {pos}/{len} {msg} eta {eta}").expect("valid template"),
-        );
+        self.bar.set_style(ProgressStyle::with_template("{bar:30} step {pos}/{len} {msg} eta {eta}").expect("valid template"));
     }
 
     fn step(&mut self, step: u64, loss: f64, lr: f64, tokens_per_s: f64) {
@@ -155,10 +110,10 @@ impl Observer for Bar {
     }
 }
 
-fn print_summary(s: &LmSummary, run_dir: &std::path::Path) {
-    let loss = s.valid.loss();
-    if s.already_done {
-        println!("nothing to do: the run is already at its last step ({})", s.step);
+/// The lines every task prints, then the task's own (`valid`) if the run has a validation.
+fn print_summary<V>(s: &Summary<V>, run_dir: &Path, tokens: &str, valid: fn(&V, Option<&str>)) {
+    if let Some(reason) = s.already_done {
+        println!("nothing to do: the run already finished at step {} ({reason})", s.step);
     }
     if s.interrupted {
         println!("stopped at step {}; continue with --resume", s.step);
@@ -167,41 +122,33 @@ fn print_summary(s: &LmSummary, run_dir: &std::path::Path) {
         println!("early stop at step {} (no improvement for train.patience evaluations)", s.step);
     }
     println!("run            {}", run_dir.display());
-    println!("steps          {} ({} tokens, {:.1} s)", s.step, s.tokens, s.wall_s);
+    println!("steps          {} ({} {tokens}, {:.1} s)", s.step, s.tokens, s.wall_s);
     println!("parameters     {}", s.params);
     println!("training cost  {:.3e} FLOPs (3 x forward FLOPs per token x tokens)", s.train_flops);
-    println!("valid loss     {loss:.4} nats/token ({:.4} bits/token) over {} tokens", loss / std::f64::consts::LN_2, s.valid.tokens);
-    println!("valid ppl      {:.3}", loss.exp());
-    if let Some(h) = s.entropy_rate {
-        println!(
-            "entropy rate   {h:.4} nats/token (the source's; ppl {:.3}): the model is {:.1}% above it",
-            h.exp(),
-            100.0 * (loss - h) / h
-        );
+    match &s.valid {
+        Some(v) => valid(v, s.sample.as_deref()),
+        None if s.already_done.is_some() => println!(
+            "valid          in {}; `cargo xtask eval --run {}` scores it again",
+            run_dir.join("metrics.jsonl").display(),
+            run_dir.display()
+        ),
+        None => println!("valid          not evaluated yet (the first evaluation is at step train.eval_every)"),
     }
-    println!("sample         {}", s.sample.replace('\n', " / "));
 }
 
-fn print_mt_summary(s: &MtSummary, run_dir: &std::path::Path) {
-    if let Some(reason) = s.already_done {
-        println!("nothing to do: the run already finished at step {} ({reason}); its scores are in", s.step);
-        println!("{}, and `cargo xtask eval --run {}` scores it again", run_dir.join("metrics.jsonl").display(), run_dir.display());
-        return;
+fn print_lm(v: &LmValid, sample: Option<&str>) {
+    let loss = v.loss();
+    println!("valid loss     {loss:.4} nats/token ({:.4} bits/token) over {} tokens", loss / std::f64::consts::LN_2, v.scored.tokens);
+    println!("valid ppl      {:.3}", loss.exp());
+    if let Some(h) = v.entropy_rate {
+        println!("entropy rate   {h:.4} nats/token (the source's; ppl {:.3}): the model is {:.1}% above it", h.exp(), 100.0 * (loss - h) / h);
     }
-    if s.interrupted {
-        println!("stopped at step {}; continue with --resume", s.step);
+    if let Some(sample) = sample {
+        println!("sample         {}", sample.replace('\n', " / "));
     }
-    if s.early_stopped {
-        println!("early stop at step {} (no improvement for train.patience evaluations)", s.step);
-    }
-    println!("run            {}", run_dir.display());
-    println!("steps          {} ({} target tokens, {:.1} s)", s.step, s.tokens, s.wall_s);
-    println!("parameters     {}", s.params);
-    println!("training cost  {:.3e} FLOPs (3 x forward FLOPs per token x tokens)", s.train_flops);
-    let Some(v) = &s.valid else {
-        println!("valid          not evaluated yet (the first evaluation is at step train.eval_every)");
-        return;
-    };
+}
+
+fn print_mt(v: &MtValid, _sample: Option<&str>) {
     println!("valid loss     {:.4} nats/token, ppl {:.3}", v.loss, v.loss.exp());
     println!("valid BLEU     {:.2} ({})", v.bleu, v.signature);
     println!("source         {}", v.sample.0);

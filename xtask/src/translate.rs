@@ -6,7 +6,10 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use attend_train::translate::{load_mt_run, translate, TranslateOptions};
+use burn::tensor::backend::AutodiffBackend;
 use clap::Args;
+
+use crate::backend::{run_on, Backend, OnBackend};
 
 #[derive(Args)]
 pub struct TranslateArgs {
@@ -25,12 +28,24 @@ pub struct TranslateArgs {
     /// The b of the length limit.
     #[arg(long)]
     max_len_b: Option<usize>,
+    /// Compute backend.
+    #[arg(long, value_enum, default_value_t = Backend::Ndarray)]
+    backend: Backend,
 }
 
 pub fn run(args: TranslateArgs) -> Result<()> {
-    type B = burn_ndarray::NdArray<f32>;
-    let device = Default::default();
-    let trained = load_mt_run::<B>(&args.run, &device).with_context(|| format!("loading {}", args.run.display()))?;
+    run_on(args.backend, args)
+}
+
+impl OnBackend for TranslateArgs {
+    type Output = ();
+    fn run<B: AutodiffBackend>(self, device: &B::Device) -> Result<()> {
+        translate_on::<B::InnerBackend>(self, device)
+    }
+}
+
+fn translate_on<B: burn::tensor::backend::Backend>(args: TranslateArgs, device: &B::Device) -> Result<()> {
+    let trained = load_mt_run::<B>(&args.run, device).with_context(|| format!("loading {}", args.run.display()))?;
     let mut options = TranslateOptions::from(&trained.config.decode);
     options.beam = args.beam.unwrap_or(options.beam);
     options.lenpen = args.lenpen.unwrap_or(options.lenpen);
@@ -46,7 +61,7 @@ pub fn run(args: TranslateArgs) -> Result<()> {
         .map(|(i, l)| l.with_context(|| format!("stdin line {}: expected UTF-8 text", i + 1)))
         .collect::<Result<_>>()?;
     let sources: Vec<&str> = lines.iter().map(String::as_str).collect();
-    let hyps = translate(&trained.model, &trained.tokenizer, &sources, &options, &device).context("stdin")?;
+    let hyps = translate(&trained.model, &trained.tokenizer, &sources, &options, device).context("stdin")?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     for h in hyps {
         writeln!(out, "{h}")?;

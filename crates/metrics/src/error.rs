@@ -22,6 +22,12 @@ pub enum MetricsError {
         hyps: usize,
         refs: usize,
     },
+    /// Reading hypotheses: the stream was empty.
+    #[error("no hypotheses: stdin is empty (give one hypothesis per line)")]
+    NoHypotheses,
+    /// A reference file does not have one line per hypothesis.
+    #[error("{} has {lines} lines but stdin has {hyps} hypotheses: each reference file needs one line per hypothesis", path.display())]
+    ReferenceLineCount { path: PathBuf, lines: usize, hyps: usize },
     /// No reference stream was given.
     #[error("at least one reference stream is needed")]
     NoReferences,

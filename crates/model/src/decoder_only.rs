@@ -7,7 +7,6 @@
 use burn::module::Module;
 use burn::tensor::{backend::Backend, Int, Tensor};
 
-use crate::causal::CausalLm;
 use crate::config::{Arch, ModelConfig};
 use crate::decode::IncrementalDecoder;
 use crate::lm::{LanguageModel, LmCache};
@@ -102,16 +101,6 @@ impl<B: Backend> IncrementalDecoder<B> for DecoderOnly<B> {
 
     fn restart(&self, _cache: &Self::Cache) -> Option<Self::Cache> {
         Some(self.empty_cache())
-    }
-}
-
-impl<B: Backend> CausalLm<B> for DecoderOnly<B> {
-    fn logits(&self, tokens: Tensor<B, 2, Int>) -> Tensor<B, 3> {
-        self.forward(tokens)
-    }
-
-    fn new_cache(&self) -> Self::Cache {
-        self.empty_cache()
     }
 }
 

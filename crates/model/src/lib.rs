@@ -31,7 +31,6 @@
 
 pub mod attention;
 pub mod cache;
-pub mod causal;
 pub mod config;
 pub mod decode;
 pub mod decoder_only;
@@ -49,7 +48,6 @@ pub mod positions;
 pub mod seq2seq;
 pub mod sublayer;
 
-pub use causal::CausalLm;
 pub use config::{Activation, Arch, ConfigError, Init, ModelConfig, NormPosition, Positions};
 pub use decoder_only::{DecoderOnly, DecoderOnlyCache};
 pub use lm::{LanguageModel, LmCache};

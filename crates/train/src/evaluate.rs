@@ -18,7 +18,7 @@ use burn::tensor::{ElementConversion, Int, Tensor, TensorData, TensorPrimitive};
 
 use crate::data::lm_dataset::{load_lm as load_dataset, read_text, text_counts, DataError};
 use crate::lm_eval::{score, Scored};
-use crate::lm_loop::TrainError;
+use crate::error::TrainError;
 use crate::objective::cross_entropy;
 use crate::trained::load_lm;
 

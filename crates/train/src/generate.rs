@@ -8,7 +8,7 @@ use attend_model::decode::{sample, SampleOptions};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData};
 
-use crate::lm_loop::TrainError;
+use crate::error::{PromptError, TrainError};
 use crate::trained::load_lm;
 
 /// How to sample.
@@ -19,15 +19,6 @@ pub struct GenerateOptions {
     pub top_k: Option<usize>,
     pub top_p: Option<f64>,
     pub seed: u64,
-}
-
-/// An unusable prompt.
-#[derive(Debug, thiserror::Error)]
-pub enum PromptError {
-    #[error("--prompt: {0:?} is not in the run's vocabulary")]
-    UnknownSymbol(String),
-    #[error("--prompt is empty: give at least one token of text")]
-    Empty,
 }
 
 /// The prompt followed by its sampled continuation, as text.

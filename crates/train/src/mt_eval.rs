@@ -17,7 +17,7 @@ use crate::data::mt_batches::{pad_batch, MtBatch, Pair};
 use crate::data::mt_dataset::{mt_text_splits, MtTokenizer, IDS};
 use crate::data::synthetic::TextPairs;
 use crate::evaluate::Split;
-use crate::lm_loop::TrainError;
+use crate::error::TrainError;
 use crate::objective::cross_entropy;
 use crate::translate::{check_lengths, load_mt_run, translate, TranslateOptions};
 

@@ -10,7 +10,7 @@ use burn::tensor::backend::Backend;
 use crate::checkpoint::{self, CheckpointError};
 use crate::config::RunConfig;
 use crate::data::vocab::Vocab;
-use crate::lm_loop::TrainError;
+use crate::error::TrainError;
 
 /// A run's model with what is needed to read and write its text.
 pub struct TrainedLm<B: Backend> {

@@ -15,7 +15,7 @@ use crate::checkpoint::CheckpointError;
 use crate::config::{DecodeConfig, RunConfig};
 use crate::data::mt_batches::{pad_batch, Pair};
 use crate::data::mt_dataset::{MtTokenizer, IDS};
-use crate::lm_loop::TrainError;
+use crate::error::TrainError;
 use crate::trained::weights_dir;
 
 /// Beam search settings.

@@ -6,8 +6,8 @@ use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
 use attend_train::config::RunConfig;
-use attend_train::lm_loop::{Observer, RunOptions};
-use attend_train::mt_loop::train_mt;
+use attend_train::tasks::train_mt;
+use attend_train::{Observer, RunOptions};
 use attend_train::translate::{load_mt_run, translate, TranslateOptions};
 
 mod common;

@@ -6,6 +6,7 @@
 //! expected; invalid combinations name the keys (`model.n_heads = 3 must divide
 //! model.d_model = 100`).
 
+mod resume;
 mod sections;
 
 use std::path::{Path, PathBuf};
@@ -15,6 +16,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use toml::{Table, Value};
 
+pub use resume::default_run_dir;
 pub use sections::{
     DataConfig, DecodeConfig, EvalConfig, OptimizerKind, Sampling, ScheduleKind, TokenizerKind,
     TrainConfig,
@@ -53,6 +55,12 @@ pub enum ConfigError {
     Model(#[from] attend_model::ConfigError),
     #[error("{key} = {value}: expected {expected}")]
     Invalid { key: &'static str, value: String, expected: &'static str },
+    #[error("--resume takes the configuration from {}; drop --set", stored.display())]
+    SetOnResume { stored: PathBuf },
+    #[error("no checkpoint to resume in {}", .0.display())]
+    NothingToResume(PathBuf),
+    #[error("--config {} differs from {} ({difference}): --resume continues with the run's own configuration; drop --config, or start a new --run", file.display(), stored.display())]
+    ResumeMismatch { file: PathBuf, stored: PathBuf, difference: String },
 }
 
 impl RunConfig {

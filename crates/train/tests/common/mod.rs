@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use attend_train::lm_loop::Observer;
+use attend_train::Observer;
 
 /// Burn's ndarray random generator (initialization, dropout) is one global: tests that train
 /// take turns, or their draws interleave and no run is reproducible.

@@ -11,7 +11,8 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 
-use crate::bench::{emit, min_median, run_peer_script, BenchArgs};
+use crate::bench::args::BenchArgs;
+use crate::bench::peers::{emit, min_median, run_peer_script};
 
 const WARMUP: usize = 20;
 const ITERS: usize = 200;
@@ -32,6 +33,7 @@ pub fn bench_train(args: &BenchArgs) -> Result<()> {
             .arg(&data_dir)
             .arg("--run")
             .arg(run.path().join("run"))
+            .args(["--backend", args.backend.name()])
             .args(["--set", &format!("train.max_steps={steps}"), "--set", "train.eval_every=1000000"])
             .args(["--set", "train.checkpoint_every=1000000", "--set", "train.eval_batches=1"])
             .output()

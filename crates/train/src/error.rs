@@ -1,0 +1,53 @@
+//! The crate's one error type: every failure of training, evaluation, generation and
+//! translation, each naming the file, key, step or sentence at fault.
+
+use std::path::{Path, PathBuf};
+
+use crate::checkpoint::CheckpointError;
+use crate::config::ConfigError;
+use crate::data::lm_dataset::DataError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TrainError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Data(#[from] DataError),
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{0} already holds a run: continue it with --resume, or choose another --run")]
+    RunExists(PathBuf),
+    #[error("step {step}: the loss is {loss}; stopped. The last good checkpoint is {last}")]
+    NonFinite { step: u64, loss: f64, last: String },
+    #[error("{what}: the stream has {len} tokens, too few for {needs}")]
+    TooShort { what: String, len: usize, needs: String },
+    #[error("{what}: {len} tokens with its end-of-sentence mark, more than the model's model.block_size = {limit} learned positions")]
+    TooLong { what: String, len: usize, limit: usize },
+    #[error(transparent)]
+    Prompt(#[from] PromptError),
+    #[error("model.arch = \"seq2seq\" is a translation model; this command needs a language model (arch = \"lm\" or \"notes\")")]
+    NotLm,
+    #[error("{0} holds a language model (model.arch = \"lm\" or \"notes\"); translation needs an encoder-decoder run (arch = \"seq2seq\")")]
+    NotMt(PathBuf),
+}
+
+/// An unusable `generate` prompt.
+#[derive(Debug, thiserror::Error)]
+pub enum PromptError {
+    #[error("--prompt: {0:?} is not in the run's vocabulary")]
+    UnknownSymbol(String),
+    #[error("--prompt is empty: give at least one token of text")]
+    Empty,
+}
+
+/// Maps an I/O error on `path` to [`TrainError::Io`].
+pub(crate) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> TrainError + '_ {
+    move |source| TrainError::Io { path: path.to_path_buf(), source }
+}
+
+/// A file `file` of checkpoint directory `dir` that could not be parsed.
+pub(crate) fn corrupt(dir: &Path, file: &str, e: impl std::fmt::Display) -> CheckpointError {
+    CheckpointError::Corrupt { path: dir.join(file), message: e.to_string() }
+}

@@ -1,0 +1,193 @@
+//! The training loop, one for every [`Task`]: start or resume, then per step the task's
+//! losses over `train.grad_accum` batches, backward, the end-of-step update (non-finite check,
+//! global-norm clipping, the scheduled optimizer step), `metrics.jsonl`, evaluation on
+//! schedule with `best/` and early stopping, checkpoints and their pruning, Ctrl-C; at the
+//! end checkpoint averaging (or the ASGD mean) and the summary.
+//!
+//! Exactness: every random draw derives from `(train.seed, position)` (batches from the data
+//! position, dropout from the step), and checkpoints hold the weights, the optimizer moments and
+//! [`TrainState`], so a resumed run logs the losses an uninterrupted one logs (a test).
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use burn::module::AutodiffModule;
+use burn::optim::{GradientsAccumulator, GradientsParams};
+use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::ElementConversion;
+use serde_json::{json, Value};
+
+use crate::average::{average_checkpoints, load_weights, write_averaged};
+use crate::checkpoint::{self, TrainState};
+use crate::config::RunConfig;
+use crate::error::{io_err, TrainError};
+use crate::metrics_log::MetricsLog;
+use crate::optimizer::{clip_global_norm, Optim};
+use crate::rng::Rng;
+use crate::run::{self, Observer, RunOptions, Summary};
+use crate::schedule::learning_rate;
+use crate::task::{Task, Validation};
+
+/// Trains (or continues) `task` as `config` says, in `opts.run_dir`.
+pub fn fit<B: AutodiffBackend, T: Task<B>>(
+    mut task: T,
+    config: &RunConfig,
+    opts: &RunOptions,
+    device: &B::Device,
+    observer: &mut dyn Observer,
+    stop: &AtomicBool,
+) -> Result<Summary<T::Valid>, TrainError> {
+    let t = &config.train;
+    let run = &opts.run_dir;
+    let ckpt_root = run.join("checkpoints");
+    let log = MetricsLog::new(run.join("metrics.jsonl"));
+    let report = attend_model::count(&config.model, task.vocab_size());
+    let append = |event: Value| log.append(&event).map_err(io_err(log.path()));
+
+    // 1. A fresh run, or the state of the last checkpoint.
+    B::seed(device, t.seed);
+    let model = task.init(device);
+    let (mut model, mut optim, mut state) =
+        run::start(config, opts, model, Optim::new(t), &log, device, observer, |dir| task.write_vocab(dir))?;
+    let summary = |state: &TrainState, valid: Option<T::Valid>, sample, flags: (bool, bool, Option<&'static str>)| Summary {
+        step: state.step,
+        wall_s: state.wall_s,
+        tokens: state.tokens,
+        params: report.params,
+        train_flops: 3.0 * report.flops_per_token as f64 * state.tokens as f64,
+        valid,
+        sample,
+        early_stopped: flags.0,
+        interrupted: flags.1,
+        already_done: flags.2,
+    };
+    if let Some(reason) = state.finished(t) {
+        observer.note(&format!("the run already finished at step {} ({reason}); nothing to do", state.step));
+        let valid = if task.cheap_validation() { Some(task.validate(&optim.eval_weights(&model), device)?) } else { None };
+        let sample = valid.as_ref().map(|v| task.sample(&model, v, device));
+        return Ok(summary(&state, valid, sample, (false, false, Some(reason))));
+    }
+
+    // 2. The loop.
+    observer.started(state.step + 1, t.max_steps);
+    let mut last_valid = None;
+    let (mut early_stopped, mut interrupted) = (false, false);
+    while state.step < t.max_steps {
+        let started = Instant::now();
+        let step = state.step + 1;
+        B::seed(device, Rng::derive(t.seed, "dropout", step).next_u64());
+        let mut accumulator = GradientsAccumulator::<T::Model>::new();
+        let (mut nll, mut counted) = (0.0, 0.0);
+        for _ in 0..t.grad_accum {
+            let losses = task.train_loss(&model, &mut state, device);
+            nll += losses.nll_sum.clone().into_scalar().elem::<f64>();
+            counted += losses.count;
+            let grads = losses.objective.div_scalar(t.grad_accum as f64).backward();
+            accumulator.accumulate(&model, GradientsParams::from_grads(grads, &model));
+        }
+        let loss = nll / counted;
+        let lr;
+        (model, lr) = update(model, &mut optim, accumulator, loss, step, config, &ckpt_root)?;
+        state.step = step;
+        state.tokens += counted as u64;
+        state.epoch = task.epoch(&state);
+        let seconds = started.elapsed().as_secs_f64();
+        state.wall_s += seconds;
+        let tokens_per_s = counted / seconds;
+        append(json!({"event": "train", "step": step, "loss": loss, "lr": lr, "tokens_per_s": tokens_per_s}))?;
+        observer.step(step, loss, lr, tokens_per_s);
+
+        let last_step = step == t.max_steps || (t.max_epochs > 0 && state.epoch >= t.max_epochs);
+        interrupted = stop.load(Ordering::Relaxed);
+        // Ctrl-C saves a checkpoint but evaluates only on schedule: `best/` and the patience
+        // count stay those of a run that was never stopped.
+        if step % t.eval_every == 0 || last_step {
+            let valid = task.validate(&optim.eval_weights(&model), device)?;
+            let mut event = json!({"event": "eval", "step": step, "split": "valid", "loss": valid.loss(), "ppl": valid.loss().exp()});
+            event.as_object_mut().expect("an object").extend(valid.eval_fields());
+            append(event)?;
+            observer.eval(step, valid.loss());
+            if let Some(headline) = valid.headline() {
+                observer.note(&format!("step {step}: {headline}"));
+            }
+            run::plot(run, &log)?;
+            if state.best_valid_loss.is_none_or(|b| valid.loss() < b) {
+                state.best_valid_loss = Some(valid.loss());
+                state.best_step = Some(step);
+                state.evals_without_improvement = 0;
+                run::save(&run.join("best"), &model, &optim, &state)?;
+            } else {
+                state.evals_without_improvement += 1;
+            }
+            last_valid = Some(valid);
+        }
+        early_stopped = t.patience > 0 && state.evals_without_improvement >= t.patience;
+        if step % t.checkpoint_every == 0 || last_step || early_stopped || interrupted {
+            run::save(&ckpt_root.join(checkpoint::step_dir_name(step)), &model, &optim, &state)?;
+            checkpoint::prune(&ckpt_root, t.keep_checkpoints.max(t.average_last).max(1), t.checkpoint_every)?;
+        }
+        if last_step || early_stopped || interrupted {
+            break;
+        }
+    }
+
+    // 3. Checkpoint averaging (or the ASGD mean), then the summary.
+    if t.average_last > 0 && !interrupted {
+        let all = checkpoint::list(&ckpt_root);
+        let last = &all[all.len().saturating_sub(t.average_last)..];
+        let out = run.join("averaged");
+        average_checkpoints(|| task.init_inner(device), last, &out, device)?;
+        let valid = task.validate(&load_weights(task.init_inner(device), &out, device)?, device)?;
+        let steps: Vec<u64> = last.iter().map(|c| c.0).collect();
+        let mut event = json!({"event": "eval", "step": state.step, "split": "valid-averaged", "loss": valid.loss(),
+                               "ppl": valid.loss().exp(), "averaged_steps": steps});
+        event.as_object_mut().expect("an object").extend(valid.eval_fields());
+        append(event)?;
+        let headline = valid.headline().map_or(String::new(), |h| format!(", {h}"));
+        observer.note(&format!("averaged {} checkpoints: valid loss {:.4}{headline}", last.len(), valid.loss()));
+    }
+    if let (Some((mean, start)), false) = (optim.iterate_mean(), interrupted) {
+        let steps = json!({"asgd_start": start, "last_step": state.step});
+        write_averaged(&run.join("averaged"), &state, mean.clone(), steps)?;
+        observer.note(&format!("averaged/ holds the ASGD mean of steps {start}..={}", state.step));
+    }
+    if last_valid.is_none() && task.cheap_validation() {
+        last_valid = Some(task.validate(&optim.eval_weights(&model), device)?);
+    }
+    let sample = last_valid.as_ref().map(|v| task.sample(&model, v, device));
+    let result = summary(&state, last_valid, sample, (early_stopped, interrupted, None));
+    if let (false, Some(valid), Some(sample)) = (interrupted, &result.valid, &result.sample) {
+        let mut event = json!({"event": "summary", "step": state.step, "valid_loss": valid.loss(),
+                               "valid_ppl": valid.loss().exp(), "wall_s": state.wall_s,
+                               "tokens": state.tokens, "train_flops": result.train_flops});
+        event.as_object_mut().expect("an object").extend(valid.summary_fields());
+        append(event)?;
+        let path = run.join("samples.txt");
+        std::fs::write(&path, format!("{sample}\n")).map_err(io_err(&path))?;
+        run::plot(run, &log)?;
+    }
+    Ok(result)
+}
+
+/// Ends a step: refuses a non-finite loss (naming the step and the last good checkpoint),
+/// clips the accumulated gradients by global norm and takes the scheduled optimizer step.
+/// Returns the updated model and the learning rate used.
+fn update<B: AutodiffBackend, M: AutodiffModule<B>>(
+    model: M,
+    optim: &mut Optim<B, M>,
+    mut accumulator: GradientsAccumulator<M>,
+    loss: f64,
+    step: u64,
+    config: &RunConfig,
+    ckpt_root: &Path,
+) -> Result<(M, f64), TrainError> {
+    if !loss.is_finite() {
+        let last = checkpoint::latest(ckpt_root).map_or("none".into(), |c| c.1.display().to_string());
+        return Err(TrainError::NonFinite { step, loss, last });
+    }
+    let mut grads = accumulator.grads();
+    clip_global_norm(&model, &mut grads, config.train.clip_norm);
+    let lr = learning_rate(&config.train, config.model.d_model, step);
+    Ok((optim.step(step, lr, model, grads), lr))
+}

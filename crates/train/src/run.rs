@@ -1,0 +1,122 @@
+//! The run directory and what happens to it, for every task: where a run lives
+//! ([`RunOptions`]), who watches it ([`Observer`]), how it starts (fresh, or resumed from the
+//! last checkpoint with `metrics.jsonl` cut back to its step), how a checkpoint is saved, and
+//! what a finished or stopped run reports ([`Summary`]).
+
+use std::path::{Path, PathBuf};
+
+use burn::module::AutodiffModule;
+use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder};
+use burn::tensor::backend::AutodiffBackend;
+
+use crate::checkpoint::{self, CheckpointError, TrainState};
+use crate::config::RunConfig;
+use crate::error::{corrupt, io_err, TrainError};
+use crate::metrics_log::MetricsLog;
+use crate::optimizer::Optim;
+
+type Recorder = NamedMpkFileRecorder<FullPrecisionSettings>;
+
+/// Where the run lives and whether it continues.
+pub struct RunOptions {
+    pub run_dir: PathBuf,
+    pub data_dir: PathBuf,
+    pub resume: bool,
+}
+
+/// Receives progress (the runner draws a progress bar with it).
+pub trait Observer {
+    fn started(&mut self, _first_step: u64, _max_steps: u64) {}
+    fn step(&mut self, _step: u64, _loss: f64, _lr: f64, _tokens_per_s: f64) {}
+    fn eval(&mut self, _step: u64, _loss: f64) {}
+    fn note(&mut self, _message: &str) {}
+}
+
+/// What a finished (or stopped) run reports; `V` is the task's validation.
+#[derive(Clone, Debug)]
+pub struct Summary<V> {
+    pub step: u64,
+    pub wall_s: f64,
+    /// Training tokens processed (target tokens for translation).
+    pub tokens: u64,
+    pub params: u64,
+    /// Training compute: 3 × forward FLOPs per token × tokens (forward + backward).
+    pub train_flops: f64,
+    /// The last validation (none if the run stopped before its first evaluation and the
+    /// task's validation is too costly to run for the summary alone).
+    pub valid: Option<V>,
+    /// What `samples.txt` holds (a generated text, or source, reference and hypothesis).
+    pub sample: Option<String>,
+    pub early_stopped: bool,
+    pub interrupted: bool,
+    /// The run had finished before this call (`--resume` of a finished run), and why:
+    /// nothing was trained and nothing written.
+    pub already_done: Option<&'static str>,
+}
+
+/// The freshly initialized `model` and `optim`, or both restored from the last checkpoint.
+/// A fresh run writes `config.toml` and calls `write_vocab` with the run directory.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn start<B: AutodiffBackend, M: AutodiffModule<B>>(
+    config: &RunConfig,
+    opts: &RunOptions,
+    model: M,
+    optim: Optim<B, M>,
+    log: &MetricsLog,
+    device: &B::Device,
+    observer: &mut dyn Observer,
+    write_vocab: impl FnOnce(&Path) -> std::io::Result<()>,
+) -> Result<(M, Optim<B, M>, TrainState), TrainError> {
+    let run = &opts.run_dir;
+    let ckpt_root = run.join("checkpoints");
+    if opts.resume {
+        let (step, dir) = checkpoint::latest(&ckpt_root).ok_or_else(|| CheckpointError::NoCheckpoint(run.clone()))?;
+        let state = checkpoint::read_state(&dir)?;
+        let model = model.load_file(dir.join("model"), &Recorder::new(), device).map_err(|e| corrupt(&dir, "model.mpk", e))?;
+        let optim = optim.load(&dir.join("optimizer"), state.step, &model, device).map_err(|e| corrupt(&dir, "optimizer.mpk", e))?;
+        // A finished run keeps its log whole (its summary included): there is nothing to redo.
+        if state.finished(&config.train).is_none() {
+            log.cut_to_step(step).map_err(io_err(log.path()))?;
+            observer.note(&format!("resumed from {} (step {step})", dir.display()));
+        }
+        return Ok((model, optim, state));
+    }
+    if log.path().exists() || ckpt_root.exists() {
+        return Err(TrainError::RunExists(run.clone()));
+    }
+    std::fs::create_dir_all(run).map_err(io_err(run))?;
+    let path = run.join("config.toml");
+    std::fs::write(&path, config.to_toml()).map_err(io_err(&path))?;
+    write_vocab(run).map_err(io_err(run))?;
+    let state = TrainState {
+        step: 0,
+        epoch: 0,
+        data_position: 0,
+        seed: config.train.seed,
+        best_valid_loss: None,
+        best_step: None,
+        evals_without_improvement: 0,
+        tokens: 0,
+        wall_s: 0.0,
+    };
+    Ok((model, optim, state))
+}
+
+/// Writes model, optimizer and state into checkpoint directory `dir`, atomically.
+pub(crate) fn save<B: AutodiffBackend, M: AutodiffModule<B>>(
+    dir: &Path,
+    model: &M,
+    optim: &Optim<B, M>,
+    state: &TrainState,
+) -> Result<(), CheckpointError> {
+    checkpoint::write_atomically(dir, state, |tmp| {
+        model.clone().save_file(tmp.join("model"), &Recorder::new()).map_err(|e| e.to_string())?;
+        optim.save(&tmp.join("optimizer")).map_err(|e| e.to_string())
+    })
+}
+
+/// Redraws `loss.svg` from `metrics.jsonl`.
+pub(crate) fn plot(run: &Path, log: &MetricsLog) -> Result<(), TrainError> {
+    let out = run.join("loss.svg");
+    crate::plot::plot_losses(log.path(), &out).map_err(io_err(&out))
+}

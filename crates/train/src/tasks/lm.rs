@@ -1,0 +1,167 @@
+//! Language modeling as a [`Task`]: the GPT-style model and the notes' one-layer model (both
+//! behind [`DecoderOnly`]) trained on next-token cross-entropy over windows of
+//! `model.block_size` tokens, validated by the cross-entropy of the validation stream.
+
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+
+use attend_model::{DecoderOnly, Positions};
+use burn::module::AutodiffModule;
+use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::{Int, Tensor, TensorData};
+use serde_json::{json, Map, Value};
+
+use crate::checkpoint::TrainState;
+use crate::config::{RunConfig, Sampling};
+use crate::data::lm_batches::{random_batch, sequential_batch, LmBatch};
+use crate::data::lm_dataset::{load_lm, LmData};
+use crate::error::TrainError;
+use crate::fit::fit;
+use crate::lm_eval::{score, Scored};
+use crate::objective::{cross_entropy, Losses};
+use crate::run::{Observer, RunOptions, Summary};
+use crate::task::{Inner, Task, Validation};
+
+/// The validation of a language model: its scored stream, beside the source's entropy rate
+/// where the data is generated.
+#[derive(Clone, Debug)]
+pub struct LmValid {
+    pub scored: Scored,
+    pub entropy_rate: Option<f64>,
+}
+
+impl LmValid {
+    /// Cross-entropy in nats per scored token.
+    pub fn loss(&self) -> f64 {
+        self.scored.loss()
+    }
+}
+
+impl Validation for LmValid {
+    fn loss(&self) -> f64 {
+        self.scored.loss()
+    }
+    fn eval_fields(&self) -> Map<String, Value> {
+        Map::new()
+    }
+    fn summary_fields(&self) -> Map<String, Value> {
+        self.entropy_rate.map(|h| ("entropy_rate".to_string(), json!(h))).into_iter().collect()
+    }
+    fn headline(&self) -> Option<String> {
+        None
+    }
+}
+
+/// Trains (or continues) a language model as `config` says, in `opts.run_dir`.
+pub fn train_lm<B: AutodiffBackend>(
+    config: &RunConfig,
+    opts: &RunOptions,
+    device: &B::Device,
+    observer: &mut dyn Observer,
+    stop: &AtomicBool,
+) -> Result<Summary<LmValid>, TrainError> {
+    fit::<B, _>(LmTask::new(config, &opts.data_dir)?, config, opts, device, observer, stop)
+}
+
+/// A language-model run: its configuration and token streams.
+pub struct LmTask<'a> {
+    config: &'a RunConfig,
+    data: LmData,
+}
+
+impl<'a> LmTask<'a> {
+    /// Loads the dataset and checks that it fits the model and batches.
+    pub fn new(config: &'a RunConfig, data_dir: &Path) -> Result<Self, TrainError> {
+        if config.model.arch == attend_model::Arch::Seq2seq {
+            return Err(TrainError::NotLm);
+        }
+        let data = load_lm(&config.data, data_dir)?;
+        let (block, dataset) = (config.model.block_size, &config.data.dataset);
+        for (split, len) in [("training", data.train.len()), ("validation", data.valid.len())] {
+            if len <= block + 1 {
+                let needs = format!("model.block_size = {block}");
+                return Err(TrainError::TooShort { what: format!("{dataset}: {split} split"), len, needs });
+            }
+        }
+        let lanes = config.train.batch_size;
+        if config.train.sampling == Sampling::Sequential && (data.train.len() - 1) / lanes < block {
+            let needs = format!("train.batch_size = {lanes} sequential lanes of model.block_size = {block}");
+            return Err(TrainError::TooShort { what: format!("{dataset}: training split"), len: data.train.len(), needs });
+        }
+        Ok(LmTask { config, data })
+    }
+
+    /// Batch number `position` of the training stream.
+    fn batch(&self, position: u64) -> LmBatch {
+        let (t, block) = (&self.config.train, self.config.model.block_size);
+        match t.sampling {
+            Sampling::Random => random_batch(&self.data.train, t.batch_size, block, t.seed, position),
+            Sampling::Sequential => sequential_batch(&self.data.train, t.batch_size, block, position as usize),
+        }
+    }
+}
+
+impl<B: AutodiffBackend> Task<B> for LmTask<'_> {
+    type Model = DecoderOnly<B>;
+    type Valid = LmValid;
+
+    fn vocab_size(&self) -> usize {
+        self.data.vocab.len()
+    }
+
+    fn init(&self, device: &B::Device) -> DecoderOnly<B> {
+        self.config.model.init_decoder_only(self.data.vocab.len(), device).expect("a language model: checked in LmTask::new")
+    }
+
+    fn init_inner(&self, device: &B::Device) -> DecoderOnly<B::InnerBackend> {
+        self.config.model.init_decoder_only(self.data.vocab.len(), device).expect("a language model: checked in LmTask::new")
+    }
+
+    fn write_vocab(&self, run: &Path) -> std::io::Result<()> {
+        std::fs::write(run.join("vocab.json"), serde_json::to_string(&self.data.vocab).expect("vocab serializes"))
+    }
+
+    fn train_loss(&mut self, model: &DecoderOnly<B>, state: &mut TrainState, device: &B::Device) -> Losses<B> {
+        let batch = self.batch(state.data_position);
+        state.data_position += 1;
+        let shape = [batch.batch, batch.block];
+        let ids = |v: &[u32]| Tensor::<B, 2, Int>::from_data(TensorData::new(v.iter().map(|&t| t as i64).collect::<Vec<_>>(), shape), device);
+        cross_entropy(model.forward(ids(&batch.inputs)), ids(&batch.targets), None, self.config.train.label_smoothing)
+    }
+
+    fn epoch(&self, state: &TrainState) -> u64 {
+        state.tokens / self.data.train.len() as u64
+    }
+
+    fn validate(&self, model: &Inner<B, Self>, device: &B::Device) -> Result<LmValid, TrainError> {
+        let (c, d) = (self.config, &self.data);
+        let scored = score(model, &d.valid, c.model.block_size, c.eval.batch_size, d.min_context, c.train.eval_batches, device);
+        Ok(LmValid { scored, entropy_rate: d.entropy_rate })
+    }
+
+    fn cheap_validation(&self) -> bool {
+        // `train.eval_batches` windows: as cheap as a training step or two.
+        true
+    }
+
+    /// A short sample from the model after the first validation token.
+    fn sample(&self, model: &DecoderOnly<B>, _valid: &LmValid, device: &B::Device) -> String {
+        use attend_model::decode::{sample, SampleOptions};
+        let (c, first) = (self.config, self.data.valid[0]);
+        let inner = model.valid();
+        let room = if c.model.positions == Positions::Learned { c.model.block_size - 1 } else { c.decode.max_tokens };
+        let options = SampleOptions {
+            max_new_tokens: c.decode.max_tokens.min(room),
+            temperature: c.decode.temperature,
+            top_k: (c.decode.top_k > 0).then_some(c.decode.top_k),
+            top_p: (c.decode.top_p < 1.0).then_some(c.decode.top_p),
+            seed: c.decode.seed,
+            eos: None,
+        };
+        let x = Tensor::<B::InnerBackend, 2, Int>::from_data(TensorData::new(vec![first as i64], [1, 1]), device);
+        let out = sample(&inner, inner.empty_cache(), x, &options);
+        let mut ids = vec![first];
+        ids.extend(&out[0]);
+        self.data.vocab.decode(&ids)
+    }
+}

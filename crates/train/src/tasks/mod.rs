@@ -1,0 +1,38 @@
+//! The tasks of the one training loop ([`crate::fit`]), and [`train`], which picks the task
+//! a configuration describes.
+
+pub mod lm;
+pub mod mt;
+
+use std::sync::atomic::AtomicBool;
+
+use burn::tensor::backend::AutodiffBackend;
+
+use crate::config::RunConfig;
+use crate::error::TrainError;
+use crate::run::{Observer, RunOptions, Summary};
+
+pub use lm::{train_lm, LmTask, LmValid};
+pub use mt::{train_mt, MtTask, MtValid};
+
+/// The summary of a run of either task.
+#[derive(Clone, Debug)]
+pub enum Trained {
+    Lm(Summary<LmValid>),
+    Mt(Summary<MtValid>),
+}
+
+/// Trains (or continues) the task `config.model.arch` names: translation for `seq2seq`,
+/// language modeling otherwise.
+pub fn train<B: AutodiffBackend>(
+    config: &RunConfig,
+    opts: &RunOptions,
+    device: &B::Device,
+    observer: &mut dyn Observer,
+    stop: &AtomicBool,
+) -> Result<Trained, TrainError> {
+    Ok(match config.model.arch {
+        attend_model::Arch::Seq2seq => Trained::Mt(train_mt::<B>(config, opts, device, observer, stop)?),
+        _ => Trained::Lm(train_lm::<B>(config, opts, device, observer, stop)?),
+    })
+}

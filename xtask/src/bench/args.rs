@@ -1,0 +1,43 @@
+//! The arguments of `cargo xtask bench`.
+
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+
+use crate::backend::Backend;
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Which benchmarks to run.
+    #[arg(value_enum, default_value_t = Which::All)]
+    pub which: Which,
+    /// The ~100 MB tokenizer corpus; built with make_corpus.py from ../shared/data if absent.
+    #[arg(long, default_value = "target/bench/corpus100mb.txt")]
+    pub corpus: PathBuf,
+    /// The directory `shared/` (with data/ and bench/peers/).
+    #[arg(long, env = "ATTEND_SHARED_DIR", default_value = "../shared")]
+    pub shared: PathBuf,
+    /// Python interpreter that has the peers installed.
+    #[arg(long, env = "ATTEND_PEERS_PYTHON", default_value = "python3")]
+    pub python: String,
+    /// Python interpreter that has PyTorch (the `train` peer); default: --python.
+    #[arg(long, env = "ATTEND_TORCH_PYTHON")]
+    pub torch_python: Option<String>,
+    /// Repetitions of each timed run (minimum and median are reported).
+    #[arg(long, default_value_t = 3)]
+    pub reps: usize,
+    /// Skip the peers (ours only).
+    #[arg(long)]
+    pub no_peers: bool,
+    /// Compute backend of `bench train`.
+    #[arg(long, value_enum, default_value_t = Backend::Ndarray)]
+    pub backend: Backend,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Which {
+    Bpe,
+    Bleu,
+    Train,
+    All,
+}

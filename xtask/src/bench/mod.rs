@@ -1,0 +1,33 @@
+//! `cargo xtask bench [bpe|bleu|train|all]`: end-to-end figures of ours beside the peers', measured in
+//! the same run on the same input (DESIGN.md section 8). One JSON line per figure on
+//! stdout; progress on stderr.
+//!
+//! Peers are the Python scripts in `../shared/bench/peers/`, run with `--python` (default:
+//! `$ATTEND_PEERS_PYTHON`, else `python3`); a peer that is not installed is reported as
+//! such, never guessed. Micro-benchmarks are criterion benches (`cargo bench -p attend-bpe`).
+
+mod args;
+mod bleu;
+mod bpe;
+mod peers;
+mod train;
+
+use anyhow::Result;
+
+pub use args::BenchArgs;
+use args::Which;
+pub use peers::peak_rss_mb;
+
+pub fn run(args: BenchArgs) -> Result<()> {
+    if matches!(args.which, Which::Bpe | Which::All) {
+        bpe::bench_bpe(&args)?;
+    }
+    if matches!(args.which, Which::Bleu | Which::All) {
+        bleu::bench_bleu(&args)?;
+    }
+    if matches!(args.which, Which::Train | Which::All) {
+        let torch = args.torch_python.clone().unwrap_or_else(|| args.python.clone());
+        train::bench_train(&BenchArgs { torch_python: Some(torch), ..args })?;
+    }
+    Ok(())
+}
