@@ -32,8 +32,7 @@ pub fn run(args: BaselineArgs) -> Result<()> {
     let train = read_lines(&args.data)?;
     let eval = read_lines(&args.eval)?;
     let order = usize::from(args.order);
-    let report = baselines(&train, &eval, order)
-        .with_context(|| format!("training on {}", args.data.display()))?;
+    let report = baselines(&train, &eval, order).with_context(|| format!("training on {}", args.data.display()))?;
 
     println!(
         "train: {} ({} lines, {} tokens with <eos>), vocabulary {} (with <eos> and <unk>)",
@@ -49,16 +48,11 @@ pub fn run(args: BaselineArgs) -> Result<()> {
         report.kneser_ney.tokens,
         report.oov_tokens
     );
-    println!(
-        "{:<12} {:>10} {:>9} {:>9} {:>10} {:>9}",
-        "model", "ppl", "nats/tok", "bits/tok", "ppl/word", "bits/char"
-    );
+    println!("{:<12} {:>10} {:>9} {:>9} {:>10} {:>9}", "model", "ppl", "nats/tok", "bits/tok", "ppl/word", "bits/char");
     let kn_name = format!("kn{order}");
-    for (name, r) in [
-        ("uniform", &report.uniform),
-        ("unigram+1", &report.unigram),
-        (kn_name.as_str(), &report.kneser_ney),
-    ] {
+    for (name, r) in
+        [("uniform", &report.uniform), ("unigram+1", &report.unigram), (kn_name.as_str(), &report.kneser_ney)]
+    {
         println!("{}", row(name, r));
     }
     let discounts: Vec<String> = report
@@ -67,10 +61,7 @@ pub fn run(args: BaselineArgs) -> Result<()> {
         .enumerate()
         .map(|(k, d)| format!("{}: {:.3} {:.3} {:.3}", k + 1, d[0], d[1], d[2]))
         .collect();
-    println!(
-        "Kneser-Ney discounts D1 D2 D3+ by order: {}",
-        discounts.join(", ")
-    );
+    println!("Kneser-Ney discounts D1 D2 D3+ by order: {}", discounts.join(", "));
     println!("done in {:.1} s", started.elapsed().as_secs_f64());
     let summary = Summary {
         uniform_ppl: report.uniform.ppl,
@@ -94,8 +85,7 @@ struct Summary {
 }
 
 fn row(name: &str, r: &PerplexityReport) -> String {
-    let opt =
-        |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |v| format!("{v:.digits$}"));
+    let opt = |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |v| format!("{v:.digits$}"));
     format!(
         "{:<12} {:>10.2} {:>9.4} {:>9.4} {:>10} {:>9}",
         name,

@@ -44,8 +44,7 @@ pub enum Format {
 pub fn run(args: BleuArgs) -> Result<()> {
     let config = BleuConfig {
         tokenizer: args.tokenize.parse::<Tokenizer>()?,
-        smoothing: Smoothing::from_name(&args.smooth, args.smooth_value)
-            .context("--smooth-value")?,
+        smoothing: Smoothing::from_name(&args.smooth, args.smooth_value).context("--smooth-value")?,
         lowercase: args.lowercase,
         effective_order: false,
     };

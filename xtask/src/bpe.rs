@@ -52,13 +52,9 @@ pub fn run(args: BpeArgs) -> Result<()> {
     match args.command {
         BpeCommand::Train { inputs, vocab_size, output, min_frequency, special } => {
             let started = std::time::Instant::now();
-            let trainer = Trainer::new(TrainerConfig {
-                vocab_size,
-                min_frequency,
-                special_tokens: special,
-                show_progress: true,
-            })
-            .context("--vocab-size / --special")?;
+            let trainer =
+                Trainer::new(TrainerConfig { vocab_size, min_frequency, special_tokens: special, show_progress: true })
+                    .context("--vocab-size / --special")?;
             let tokenizer = trainer.train_files(&inputs)?;
             tokenizer.save(&output)?;
             let seconds = started.elapsed().as_secs_f64();
@@ -84,9 +80,11 @@ pub fn run(args: BpeArgs) -> Result<()> {
 
 /// Reads stdin line by line; `line_no` counts from 1. Invalid UTF-8 names the line.
 fn stdin_lines() -> impl Iterator<Item = Result<(usize, String)>> {
-    std::io::stdin().lock().lines().enumerate().map(|(i, line)| {
-        line.with_context(|| format!("stdin line {}: expected UTF-8 text", i + 1)).map(|l| (i + 1, l))
-    })
+    std::io::stdin()
+        .lock()
+        .lines()
+        .enumerate()
+        .map(|(i, line)| line.with_context(|| format!("stdin line {}: expected UTF-8 text", i + 1)).map(|l| (i + 1, l)))
 }
 
 fn encode(tokenizer: &Tokenizer) -> Result<()> {

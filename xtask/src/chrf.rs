@@ -28,11 +28,8 @@ pub struct ChrfArgs {
 }
 
 pub fn run(args: ChrfArgs) -> Result<()> {
-    let config = ChrfConfig {
-        word_order: usize::from(args.word_order),
-        lowercase: args.lowercase,
-        ..ChrfConfig::chrf()
-    };
+    let config =
+        ChrfConfig { word_order: usize::from(args.word_order), lowercase: args.lowercase, ..ChrfConfig::chrf() };
     let (hyps, refs) = read_segments(std::io::stdin().lock(), &args.refs)?;
     let score = corpus_chrf(&hyps, &refs, &config)?;
     let signature = config.signature(refs.len());

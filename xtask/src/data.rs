@@ -37,7 +37,11 @@ pub fn run(args: DataArgs) -> Result<()> {
             let outcomes = fetch(&dataset, &data_dir, &source, &mut |line| eprintln!("{line}"))
                 .with_context(|| format!("fetching {name} into {}", data_dir.display()))?;
             let downloaded = outcomes.iter().filter(|(_, o)| matches!(o, FileOutcome::Downloaded { .. })).count();
-            println!("{name}: {} files in {}, {downloaded} downloaded, all sha256 verified", outcomes.len(), data_dir.display());
+            println!(
+                "{name}: {} files in {}, {downloaded} downloaded, all sha256 verified",
+                outcomes.len(),
+                data_dir.display()
+            );
             println!("source and license: {}", dataset.about);
             Ok(())
         }

@@ -70,7 +70,8 @@ fn eval_on<B: AutodiffBackend>(args: &EvalArgs, device: &B::Device) -> Result<()
         SplitArg::Test => Split::Test,
     };
     let config_path = args.run.join("config.toml");
-    let config = RunConfig::from_resolved(&config_path).with_context(|| format!("evaluating {}", args.run.display()))?;
+    let config =
+        RunConfig::from_resolved(&config_path).with_context(|| format!("evaluating {}", args.run.display()))?;
     if config.model.arch == Arch::Seq2seq {
         return run_mt::<B::InnerBackend>(args, &config, split, device);
     }
@@ -94,7 +95,12 @@ fn eval_on<B: AutodiffBackend>(args: &EvalArgs, device: &B::Device) -> Result<()
     Ok(())
 }
 
-fn run_mt<B: burn::tensor::backend::Backend>(args: &EvalArgs, config: &RunConfig, split: Split, device: &B::Device) -> Result<()> {
+fn run_mt<B: burn::tensor::backend::Backend>(
+    args: &EvalArgs,
+    config: &RunConfig,
+    split: Split,
+    device: &B::Device,
+) -> Result<()> {
     if args.dynamic || args.data.is_some() {
         anyhow::bail!(
             "{} is a translation run: eval scores its --split (valid or test); for other files pipe `cargo xtask translate` into `cargo xtask bleu`",
@@ -111,7 +117,13 @@ fn run_mt<B: burn::tensor::backend::Backend>(args: &EvalArgs, config: &RunConfig
         .with_context(|| format!("evaluating {}", args.run.display()))?;
     let s = &report.scores;
     println!("weights: {}", report.weights);
-    println!("{}: {:.4} nats/target token, ppl {:.3} over {} tokens (teacher-forced)", report.split, report.loss, report.loss.exp(), report.tokens);
+    println!(
+        "{}: {:.4} nats/target token, ppl {:.3} over {} tokens (teacher-forced)",
+        report.split,
+        report.loss,
+        report.loss.exp(),
+        report.tokens
+    );
     println!("beam {}, length penalty {}: {} sentences", options.beam, options.lenpen, report.sentences);
     println!("BLEU = {:.2} ({})", s.bleu, s.signature);
     println!("BLEU = {:.2} ({})", s.bleu_lowercase, s.signature_lowercase);

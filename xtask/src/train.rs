@@ -87,7 +87,9 @@ impl Observer for Bar {
     fn started(&mut self, first_step: u64, max_steps: u64) {
         self.bar = ProgressBar::new(max_steps);
         self.bar.set_position(first_step - 1);
-        self.bar.set_style(ProgressStyle::with_template("{bar:30} step {pos}/{len} {msg} eta {eta}").expect("valid template"));
+        self.bar.set_style(
+            ProgressStyle::with_template("{bar:30} step {pos}/{len} {msg} eta {eta}").expect("valid template"),
+        );
     }
 
     fn step(&mut self, step: u64, loss: f64, lr: f64, tokens_per_s: f64) {
@@ -138,10 +140,18 @@ fn print_summary<V>(s: &Summary<V>, run_dir: &Path, tokens: &str, valid: fn(&V, 
 
 fn print_lm(v: &LmValid, sample: Option<&str>) {
     let loss = v.loss();
-    println!("valid loss     {loss:.4} nats/token ({:.4} bits/token) over {} tokens", loss / std::f64::consts::LN_2, v.scored.tokens);
+    println!(
+        "valid loss     {loss:.4} nats/token ({:.4} bits/token) over {} tokens",
+        loss / std::f64::consts::LN_2,
+        v.scored.tokens
+    );
     println!("valid ppl      {:.3}", loss.exp());
     if let Some(h) = v.entropy_rate {
-        println!("entropy rate   {h:.4} nats/token (the source's; ppl {:.3}): the model is {:.1}% above it", h.exp(), 100.0 * (loss - h) / h);
+        println!(
+            "entropy rate   {h:.4} nats/token (the source's; ppl {:.3}): the model is {:.1}% above it",
+            h.exp(),
+            100.0 * (loss - h) / h
+        );
     }
     if let Some(sample) = sample {
         println!("sample         {}", sample.replace('\n', " / "));

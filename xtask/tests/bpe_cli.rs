@@ -31,8 +31,19 @@ fn assert_one_line_error(out: &Output, culprit: &str) {
 fn train(dir: &Path, input: &Path, vocab: &str) -> (Output, std::path::PathBuf) {
     let output = dir.join("tokenizer.json");
     let out = xtask(
-        &["bpe", "train", "--input", input.to_str().unwrap(), "--vocab-size", vocab,
-          "--output", output.to_str().unwrap(), "--special", "<s>", "</s>"],
+        &[
+            "bpe",
+            "train",
+            "--input",
+            input.to_str().unwrap(),
+            "--vocab-size",
+            vocab,
+            "--output",
+            output.to_str().unwrap(),
+            "--special",
+            "<s>",
+            "</s>",
+        ],
         b"",
     );
     (out, output)

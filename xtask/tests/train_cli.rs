@@ -8,9 +8,22 @@ fn xtask(args: &[&str]) -> Output {
 }
 
 const TINY: [&str; 16] = [
-    "--set", "data.synthetic_size=3000", "--set", "model.d_model=16", "--set", "model.n_heads=2",
-    "--set", "model.n_layers=1", "--set", "model.block_size=8", "--set", "train.max_steps=6",
-    "--set", "train.eval_every=3", "--set", "train.batch_size=4",
+    "--set",
+    "data.synthetic_size=3000",
+    "--set",
+    "model.d_model=16",
+    "--set",
+    "model.n_heads=2",
+    "--set",
+    "model.n_layers=1",
+    "--set",
+    "model.block_size=8",
+    "--set",
+    "train.max_steps=6",
+    "--set",
+    "train.eval_every=3",
+    "--set",
+    "train.batch_size=4",
 ];
 
 fn train(run: &Path, extra: &[&str]) -> Output {
@@ -40,7 +53,8 @@ fn train_then_eval_and_generate_follow_the_command_line_contract() {
     let words: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(run.join("vocab.json")).unwrap()).unwrap();
     let first = words["symbols"][0].as_str().unwrap().to_string();
-    let gen = xtask(&["generate", "--run", run.to_str().unwrap(), "--prompt", &first, "--max-tokens", "12", "--seed", "1"]);
+    let gen =
+        xtask(&["generate", "--run", run.to_str().unwrap(), "--prompt", &first, "--max-tokens", "12", "--seed", "1"]);
     assert!(gen.status.success(), "{}", String::from_utf8_lossy(&gen.stderr));
     let text = String::from_utf8(gen.stdout).unwrap();
     assert!(text.starts_with(&first));

@@ -55,8 +55,7 @@ pub fn count_words_in_files(paths: &[PathBuf], show_progress: bool) -> Result<Wo
         .sum::<Result<u64>>()?;
     let progress = if show_progress { ProgressBar::new(total) } else { ProgressBar::hidden() };
     progress.set_style(
-        ProgressStyle::with_template("counting words {bar:40} {bytes}/{total_bytes} {eta}")
-            .expect("valid template"),
+        ProgressStyle::with_template("counting words {bar:40} {bytes}/{total_bytes} {eta}").expect("valid template"),
     );
     let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
     let (send, receive) = mpsc::sync_channel::<Chunk>(2 * workers);
@@ -64,9 +63,7 @@ pub fn count_words_in_files(paths: &[PathBuf], show_progress: bool) -> Result<Wo
     let failed = AtomicBool::new(false);
 
     let (read_result, counted) = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..workers)
-            .map(|_| scope.spawn(|| count_chunks(&receive, paths, &failed)))
-            .collect();
+        let handles: Vec<_> = (0..workers).map(|_| scope.spawn(|| count_chunks(&receive, paths, &failed))).collect();
         let read_result = read_chunks(paths, &send, &failed, &progress);
         drop(send);
         let counted: Vec<Result<WordCounts>> =
@@ -87,11 +84,7 @@ pub fn count_words_in_files(paths: &[PathBuf], show_progress: bool) -> Result<Wo
 }
 
 /// A worker: takes chunks until the channel closes, counting their words.
-fn count_chunks(
-    receive: &Mutex<mpsc::Receiver<Chunk>>,
-    paths: &[PathBuf],
-    failed: &AtomicBool,
-) -> Result<WordCounts> {
+fn count_chunks(receive: &Mutex<mpsc::Receiver<Chunk>>, paths: &[PathBuf], failed: &AtomicBool) -> Result<WordCounts> {
     let mut counts = WordCounts::default();
     loop {
         let chunk = match receive.lock().expect("receiver lock").recv() {

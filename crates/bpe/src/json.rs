@@ -38,13 +38,9 @@ impl Tokenizer {
                 bytes_to_token_string(&self.tokens[id as usize])
             }
         };
-        let vocab: Vec<(String, u32)> =
-            (0..self.vocab_size() as u32).map(|id| (token_string(id), id)).collect();
-        let merges: Vec<[String; 2]> = self
-            .merges
-            .iter()
-            .map(|m| [token_string(m.left), token_string(m.right)])
-            .collect();
+        let vocab: Vec<(String, u32)> = (0..self.vocab_size() as u32).map(|id| (token_string(id), id)).collect();
+        let merges: Vec<[String; 2]> =
+            self.merges.iter().map(|m| [token_string(m.left), token_string(m.right)]).collect();
         let added: Vec<Value> = self
             .added
             .iter()
@@ -53,8 +49,7 @@ impl Tokenizer {
                        "rstrip": false, "normalized": false, "special": a.special})
             })
             .collect();
-        let byte_level =
-            json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true,
+        let byte_level = json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true,
                    "use_regex": true});
         #[derive(Serialize)]
         struct Model {
@@ -140,15 +135,13 @@ impl Tokenizer {
             let id = id
                 .as_u64()
                 .filter(|&id| (id as usize) < size)
-                .ok_or_else(|| foreign("model.vocab", format!("{token:?}: bad id {id}")))?
-                as u32;
+                .ok_or_else(|| foreign("model.vocab", format!("{token:?}: bad id {id}")))? as u32;
             id_of.insert(token.as_str(), id);
             if added.iter().any(|a| a.id == id) {
                 continue;
             }
-            let bytes = token_string_to_bytes(token).ok_or_else(|| {
-                foreign("model.vocab", format!("{token:?} is not a byte-level token"))
-            })?;
+            let bytes = token_string_to_bytes(token)
+                .ok_or_else(|| foreign("model.vocab", format!("{token:?} is not a byte-level token")))?;
             if tokens[id as usize].replace(bytes).is_some() {
                 return Err(foreign("model.vocab", format!("id {id} is used twice")));
             }
@@ -191,24 +184,19 @@ fn check_supported(root: &Value, foreign: &impl Fn(&str, String) -> BpeError) ->
     Ok(())
 }
 
-fn parse_added_tokens(
-    value: &Value,
-    foreign: &impl Fn(&str, String) -> BpeError,
-) -> Result<Vec<AddedToken>> {
+fn parse_added_tokens(value: &Value, foreign: &impl Fn(&str, String) -> BpeError) -> Result<Vec<AddedToken>> {
     let Some(list) = value.as_array() else {
-        return if value.is_null() { Ok(Vec::new()) } else {
-            Err(foreign("added_tokens", "expected a list".into()))
-        };
+        return if value.is_null() { Ok(Vec::new()) } else { Err(foreign("added_tokens", "expected a list".into())) };
     };
     list.iter()
         .enumerate()
         .map(|(i, t)| {
             let field = format!("added_tokens[{i}]");
             let id = t["id"].as_u64().ok_or_else(|| foreign(&field, "missing id".into()))?;
-            let content =
-                t["content"].as_str().filter(|c| !c.is_empty()).ok_or_else(|| {
-                    foreign(&field, "missing or empty content".into())
-                })?;
+            let content = t["content"]
+                .as_str()
+                .filter(|c| !c.is_empty())
+                .ok_or_else(|| foreign(&field, "missing or empty content".into()))?;
             let special = t["special"].as_bool().unwrap_or(false);
             Ok(AddedToken { id: id as u32, content: content.to_string(), special })
         })
@@ -220,17 +208,15 @@ fn parse_merges(
     id_of: &std::collections::HashMap<&str, u32>,
     foreign: &impl Fn(&str, String) -> BpeError,
 ) -> Result<Vec<(u32, u32)>> {
-    let list = value
-        .as_array()
-        .ok_or_else(|| foreign("model.merges", "expected a list of merges".into()))?;
+    let list = value.as_array().ok_or_else(|| foreign("model.merges", "expected a list of merges".into()))?;
     list.iter()
         .enumerate()
         .map(|(i, m)| {
             let field = format!("model.merges[{i}]");
             let (a, b) = match m {
-                Value::String(s) => s.split_once(' ').ok_or_else(|| {
-                    foreign(&field, format!("{s:?}: expected \"left right\""))
-                })?,
+                Value::String(s) => {
+                    s.split_once(' ').ok_or_else(|| foreign(&field, format!("{s:?}: expected \"left right\"")))?
+                }
                 Value::Array(pair) if pair.len() == 2 => match (&pair[0], &pair[1]) {
                     (Value::String(a), Value::String(b)) => (a.as_str(), b.as_str()),
                     _ => return Err(foreign(&field, "expected two strings".into())),
@@ -238,10 +224,7 @@ fn parse_merges(
                 _ => return Err(foreign(&field, "expected [\"left\", \"right\"]".into())),
             };
             let id = |t: &str| {
-                id_of
-                    .get(t)
-                    .copied()
-                    .ok_or_else(|| foreign(&field, format!("{t:?} is not in the vocabulary")))
+                id_of.get(t).copied().ok_or_else(|| foreign(&field, format!("{t:?} is not in the vocabulary")))
             };
             Ok((id(a)?, id(b)?))
         })

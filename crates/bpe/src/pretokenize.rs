@@ -62,11 +62,9 @@ fn class_of(c: char) -> Class {
         return Class::Space;
     }
     match get_general_category(c) {
-        G::UppercaseLetter
-        | G::LowercaseLetter
-        | G::TitlecaseLetter
-        | G::ModifierLetter
-        | G::OtherLetter => Class::Letter,
+        G::UppercaseLetter | G::LowercaseLetter | G::TitlecaseLetter | G::ModifierLetter | G::OtherLetter => {
+            Class::Letter
+        }
         G::DecimalNumber | G::LetterNumber | G::OtherNumber => Class::Number,
         _ => Class::Other,
     }
@@ -173,10 +171,7 @@ mod tests {
 
     #[test]
     fn module_doc_example_splits_as_gpt2() {
-        assert_eq!(
-            pieces("Hello  world's\n"),
-            ["Hello", " ", " world", "'s", "\n"]
-        );
+        assert_eq!(pieces("Hello  world's\n"), ["Hello", " ", " world", "'s", "\n"]);
     }
 
     #[test]

@@ -54,11 +54,7 @@ impl Tokenizer {
         merge_pairs: Vec<(u32, u32)>,
         origin: &std::path::Path,
     ) -> Result<Self> {
-        let foreign = |field: String, message: String| BpeError::Foreign {
-            path: origin.to_path_buf(),
-            field,
-            message,
-        };
+        let foreign = |field: String, message: String| BpeError::Foreign { path: origin.to_path_buf(), field, message };
         let n = tokens.len();
         let mut is_added = vec![false; n];
         let mut bytes_of: Vec<Vec<u8>> = Vec::with_capacity(n);
@@ -71,9 +67,8 @@ impl Tokenizer {
             is_added[a.id as usize] = true;
         }
         for (id, slot) in slots.into_iter().enumerate() {
-            let bytes = slot.ok_or_else(|| {
-                foreign("model.vocab".into(), format!("ids are not dense: no token has id {id}"))
-            })?;
+            let bytes =
+                slot.ok_or_else(|| foreign("model.vocab".into(), format!("ids are not dense: no token has id {id}")))?;
             bytes_of.push(bytes);
         }
         let mut byte_ids = [u32::MAX; 256];
@@ -102,9 +97,8 @@ impl Tokenizer {
                 return Err(bad("a part is not a model token"));
             }
             let joined = [bytes_of[l].as_slice(), bytes_of[r].as_slice()].concat();
-            let merged = *by_bytes
-                .get(joined.as_slice())
-                .ok_or_else(|| bad("the merged token is not in the vocabulary"))?;
+            let merged =
+                *by_bytes.get(joined.as_slice()).ok_or_else(|| bad("the merged token is not in the vocabulary"))?;
             // A pair listed twice keeps its last rank, as HuggingFace's map does.
             ranks.insert((left, right), (rank as u32, merged));
             merges.push(Merge { left, right, merged });
@@ -155,9 +149,7 @@ impl Tokenizer {
     pub fn decode_bytes(&self, ids: &[u32]) -> Result<Vec<u8>> {
         let mut out = Vec::with_capacity(ids.len() * 4);
         for &id in ids {
-            let bytes = self
-                .token_bytes(id)
-                .ok_or(BpeError::UnknownId { id, vocab_size: self.vocab_size() })?;
+            let bytes = self.token_bytes(id).ok_or(BpeError::UnknownId { id, vocab_size: self.vocab_size() })?;
             out.extend_from_slice(bytes);
         }
         Ok(out)

@@ -78,10 +78,7 @@ impl Trainer {
                 return Err(BpeError::BadSpecialToken { token: token.clone(), reason: "empty" });
             }
             if config.special_tokens[..i].contains(token) {
-                return Err(BpeError::BadSpecialToken {
-                    token: token.clone(),
-                    reason: "given twice",
-                });
+                return Err(BpeError::BadSpecialToken { token: token.clone(), reason: "given twice" });
             }
         }
         Ok(Trainer { config })
@@ -126,10 +123,7 @@ impl Trainer {
         // 3. Words as sequences of byte ids.
         let mut words: Vec<Word> = counts
             .into_iter()
-            .map(|(bytes, count)| Word {
-                symbols: bytes.iter().map(|&b| byte_id[b as usize]).collect(),
-                count,
-            })
+            .map(|(bytes, count)| Word { symbols: bytes.iter().map(|&b| byte_id[b as usize]).collect(), count })
             .collect();
         // 4. Merge until the vocabulary is full.
         let merges = self.merge_loop(&mut words, &mut tokens);
@@ -161,12 +155,8 @@ impl Trainer {
         }
         let mut heap: BinaryHeap<Candidate> =
             pair_counts.iter().map(|(&pair, &count)| Candidate { count, pair }).collect();
-        let mut id_of: FxHashMap<Vec<u8>, u32> = tokens
-            .iter()
-            .enumerate()
-            .skip(n_special)
-            .map(|(id, t)| (t.clone(), id as u32))
-            .collect();
+        let mut id_of: FxHashMap<Vec<u8>, u32> =
+            tokens.iter().enumerate().skip(n_special).map(|(id, t)| (t.clone(), id as u32)).collect();
         let mut merges = Vec::new();
         let mut last_seen = vec![u32::MAX; words.len()];
         let mut new_pairs: Vec<(u32, u32)> = Vec::new();
@@ -175,9 +165,7 @@ impl Trainer {
         } else {
             ProgressBar::hidden()
         };
-        progress.set_style(
-            ProgressStyle::with_template("merging {bar:40} {pos}/{len} {eta}").expect("valid"),
-        );
+        progress.set_style(ProgressStyle::with_template("merging {bar:40} {pos}/{len} {eta}").expect("valid"));
 
         while tokens.len() < target {
             let Some(top) = heap.pop() else { break };

@@ -17,17 +17,12 @@ use attend_bpe::{Trainer, TrainerConfig};
 /// So `"ab abc"` encodes to `[ab, Ġab, c]` = `[256, 257, 66]`.
 #[test]
 fn hand_derived_merges_for_ab_ab_ab_abc() {
-    let trainer = Trainer::new(TrainerConfig {
-        vocab_size: 300,
-        min_frequency: 2,
-        special_tokens: vec![],
-        show_progress: false,
-    })
-    .unwrap();
+    let trainer =
+        Trainer::new(TrainerConfig { vocab_size: 300, min_frequency: 2, special_tokens: vec![], show_progress: false })
+            .unwrap();
     let tok = trainer.train_texts(["ab ab ab abc"]);
     assert_eq!(tok.vocab_size(), 258);
-    let merges: Vec<(u32, u32, u32)> =
-        tok.merges().iter().map(|m| (m.left, m.right, m.merged)).collect();
+    let merges: Vec<(u32, u32, u32)> = tok.merges().iter().map(|m| (m.left, m.right, m.merged)).collect();
     assert_eq!(merges, [(64, 65, 256), (220, 256, 257)]);
     assert_eq!(tok.encode("ab abc"), [256, 257, 66]);
     assert_eq!(tok.token_bytes(257), Some(b" ab".as_slice()));

@@ -28,8 +28,7 @@ fn hf_written_tokenizer_encodes_to_hf_ids() {
     assert!(cases.len() > 50);
     for case in cases {
         let text = case["text"].as_str().unwrap();
-        let want: Vec<u32> =
-            case["ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
+        let want: Vec<u32> = case["ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
         assert_eq!(tok.encode(text), want, "text {text:?}");
         assert_eq!(tok.decode(&want).unwrap(), text);
     }
@@ -39,8 +38,7 @@ fn hf_written_tokenizer_encodes_to_hf_ids() {
 fn pre_tokenizer_splits_as_hf_byte_level() {
     for case in cases() {
         let text = case["text"].as_str().unwrap();
-        let want: Vec<&str> =
-            case["pieces_raw"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+        let want: Vec<&str> = case["pieces_raw"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
         // HuggingFace's pre_tokenize_str does not look for added tokens; neither does this.
         assert_eq!(pieces(text), want, "text {text:?}");
     }
@@ -57,8 +55,7 @@ fn trainer_reproduces_hf_vocab_and_merges_exactly() {
     })
     .unwrap();
     let ours: Value = serde_json::from_str(&trainer.train_texts(text.split('\n')).to_json_string()).unwrap();
-    let theirs: Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture("hf_tokenizer.json")).unwrap()).unwrap();
+    let theirs: Value = serde_json::from_str(&std::fs::read_to_string(fixture("hf_tokenizer.json")).unwrap()).unwrap();
     assert_eq!(ours["model"]["vocab"], theirs["model"]["vocab"]);
     assert_eq!(ours["model"]["merges"], theirs["model"]["merges"]);
     assert_eq!(ours["added_tokens"], theirs["added_tokens"]);

@@ -70,14 +70,8 @@ fn pairs(n: usize) -> (Vec<String>, Vec<String>) {
     let mut hyps = Vec::with_capacity(n);
     for _ in 0..n {
         let len = 5 + (rng.next() % 56) as usize;
-        let words: Vec<&str> = (0..len)
-            .map(|_| WORDS[(rng.next() % WORDS.len() as u64) as usize])
-            .collect();
-        let mut kept: Vec<&str> = words
-            .iter()
-            .copied()
-            .filter(|_| rng.uniform() >= 0.1)
-            .collect();
+        let words: Vec<&str> = (0..len).map(|_| WORDS[(rng.next() % WORDS.len() as u64) as usize]).collect();
+        let mut kept: Vec<&str> = words.iter().copied().filter(|_| rng.uniform() >= 0.1).collect();
         if kept.is_empty() {
             kept.push(words[0]);
         }
@@ -100,18 +94,10 @@ fn bench(c: &mut Criterion) {
     group.throughput(Throughput::Elements(n as u64));
     group.sample_size(20);
     group.bench_function("bleu_13a_10k_segments", |b| {
-        b.iter(|| {
-            corpus_bleu(&hyps, &refs, &BleuConfig::corpus())
-                .unwrap()
-                .score
-        })
+        b.iter(|| corpus_bleu(&hyps, &refs, &BleuConfig::corpus()).unwrap().score)
     });
     group.bench_function("chrf_10k_segments", |b| {
-        b.iter(|| {
-            corpus_chrf(&hyps, &refs, &ChrfConfig::chrf())
-                .unwrap()
-                .score
-        })
+        b.iter(|| corpus_chrf(&hyps, &refs, &ChrfConfig::chrf()).unwrap().score)
     });
     group.finish();
 }

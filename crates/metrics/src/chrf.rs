@@ -41,22 +41,12 @@ pub struct ChrfConfig {
 impl ChrfConfig {
     /// sacreBLEU's `CHRF()` defaults: chrF2 with character 6-grams.
     pub fn chrf() -> Self {
-        ChrfConfig {
-            char_order: 6,
-            word_order: 0,
-            beta: 2,
-            lowercase: false,
-            whitespace: false,
-            eps_smoothing: false,
-        }
+        ChrfConfig { char_order: 6, word_order: 0, beta: 2, lowercase: false, whitespace: false, eps_smoothing: false }
     }
 
     /// sacreBLEU's `CHRF(word_order=2)`: chrF2++.
     pub fn chrf_plus_plus() -> Self {
-        ChrfConfig {
-            word_order: 2,
-            ..Self::chrf()
-        }
+        ChrfConfig { word_order: 2, ..Self::chrf() }
     }
 
     /// The signature of scores computed with this configuration against `nrefs` references.
@@ -101,8 +91,7 @@ pub struct ChrfStats {
 impl AddAssign<&ChrfStats> for ChrfStats {
     fn add_assign(&mut self, other: &ChrfStats) {
         if self.orders.len() < other.orders.len() {
-            self.orders
-                .resize(other.orders.len(), NgramMatches::default());
+            self.orders.resize(other.orders.len(), NgramMatches::default());
         }
         for (mine, theirs) in self.orders.iter_mut().zip(&other.orders) {
             mine.hyp += theirs.hyp;
@@ -125,13 +114,8 @@ impl ChrfStats {
             let reference = preprocess(reference, config);
             let ref_side = Side::new(&reference, config);
             let ref_ngrams = ref_side.ngrams(config);
-            let stats = ChrfStats {
-                orders: hyp_ngrams
-                    .iter()
-                    .zip(&ref_ngrams)
-                    .map(|(h, r)| match_statistics(h, r))
-                    .collect(),
-            };
+            let stats =
+                ChrfStats { orders: hyp_ngrams.iter().zip(&ref_ngrams).map(|(h, r)| match_statistics(h, r)).collect() };
             let f = f_score(&stats, config);
             if f > best_f {
                 best_f = f;
@@ -196,11 +180,7 @@ pub struct ChrfJson {
 
 /// Corpus chrF of `hyps` against reference streams `refs`, as sacreBLEU's
 /// `CHRF(...).corpus_score(hyps, refs)`.
-pub fn corpus_chrf<H, R, S>(
-    hyps: &[H],
-    refs: &[S],
-    config: &ChrfConfig,
-) -> Result<ChrfScore, MetricsError>
+pub fn corpus_chrf<H, R, S>(hyps: &[H], refs: &[S], config: &ChrfConfig) -> Result<ChrfScore, MetricsError>
 where
     H: AsRef<str> + Sync,
     R: AsRef<str> + Sync,
@@ -222,19 +202,12 @@ where
 }
 
 /// Sentence chrF of one hypothesis against its references.
-pub fn sentence_chrf(
-    hyp: &str,
-    refs: &[&str],
-    config: &ChrfConfig,
-) -> Result<ChrfScore, MetricsError> {
+pub fn sentence_chrf(hyp: &str, refs: &[&str], config: &ChrfConfig) -> Result<ChrfScore, MetricsError> {
     check_config(config)?;
     if refs.is_empty() {
         return Err(MetricsError::NoReferences);
     }
-    Ok(score_from_stats(
-        ChrfStats::of_segment(hyp, refs, config),
-        config,
-    ))
+    Ok(score_from_stats(ChrfStats::of_segment(hyp, refs, config), config))
 }
 
 fn check_config(config: &ChrfConfig) -> Result<(), MetricsError> {
@@ -249,14 +222,8 @@ fn check_config(config: &ChrfConfig) -> Result<(), MetricsError> {
 }
 
 fn score_from_stats(mut stats: ChrfStats, config: &ChrfConfig) -> ChrfScore {
-    stats
-        .orders
-        .resize(config.orders(), NgramMatches::default());
-    ChrfScore {
-        name: config.name(),
-        score: f_score(&stats, config),
-        stats,
-    }
+    stats.orders.resize(config.orders(), NgramMatches::default());
+    ChrfScore { name: config.name(), score: f_score(&stats, config), stats }
 }
 
 /// sacreBLEU's `CHRF._compute_f_score`, operation for operation.
@@ -265,22 +232,10 @@ pub fn f_score(stats: &ChrfStats, config: &ChrfConfig) -> f64 {
     let factor = f64::from(config.beta * config.beta);
     let (mut score, mut avg_prec, mut avg_rec, mut effective_order) = (0.0, 0.0, 0.0, 0usize);
     for m in stats.orders.iter().take(config.orders()) {
-        let prec = if m.hyp > 0 {
-            m.matched as f64 / m.hyp as f64
-        } else {
-            EPS
-        };
-        let rec = if m.reference > 0 {
-            m.matched as f64 / m.reference as f64
-        } else {
-            EPS
-        };
+        let prec = if m.hyp > 0 { m.matched as f64 / m.hyp as f64 } else { EPS };
+        let rec = if m.reference > 0 { m.matched as f64 / m.reference as f64 } else { EPS };
         let denom = factor * prec + rec;
-        score += if denom > 0.0 {
-            (1.0 + factor) * prec * rec / denom
-        } else {
-            EPS
-        };
+        score += if denom > 0.0 { (1.0 + factor) * prec * rec / denom } else { EPS };
         if m.hyp > 0 && m.reference > 0 {
             avg_prec += prec;
             avg_rec += rec;
@@ -321,35 +276,21 @@ struct Side<'a> {
 
 impl<'a> Side<'a> {
     fn new(line: &'a str, config: &ChrfConfig) -> Self {
-        let chars_text = if config.whitespace {
-            line.into()
-        } else {
-            py_split(line).collect::<String>().into()
-        };
-        let words = if config.word_order > 0 {
-            split_punctuation(line)
-        } else {
-            Vec::new()
-        };
+        let chars_text = if config.whitespace { line.into() } else { py_split(line).collect::<String>().into() };
+        let words = if config.word_order > 0 { split_punctuation(line) } else { Vec::new() };
         Side { chars_text, words }
     }
 
     /// Counts per order: character orders 1..=char_order, then word orders 1..=word_order.
     fn ngrams(&self, config: &ChrfConfig) -> Vec<FxHashMap<Ngram<'_>, u32>> {
-        let bounds: Vec<usize> = self
-            .chars_text
-            .char_indices()
-            .map(|(i, _)| i)
-            .chain([self.chars_text.len()])
-            .collect();
+        let bounds: Vec<usize> =
+            self.chars_text.char_indices().map(|(i, _)| i).chain([self.chars_text.len()]).collect();
         let n_chars = bounds.len() - 1;
         let mut out = Vec::with_capacity(config.orders());
         for n in 1..=config.char_order {
             let mut counts = FxHashMap::default();
             for i in 0..(n_chars + 1).saturating_sub(n) {
-                *counts
-                    .entry(Ngram::Chars(&self.chars_text[bounds[i]..bounds[i + n]]))
-                    .or_insert(0) += 1;
+                *counts.entry(Ngram::Chars(&self.chars_text[bounds[i]..bounds[i + n]])).or_insert(0) += 1;
             }
             out.push(counts);
         }
@@ -372,10 +313,7 @@ enum Ngram<'a> {
 }
 
 /// sacreBLEU's `_get_match_statistics`.
-fn match_statistics(
-    hyp: &FxHashMap<Ngram<'_>, u32>,
-    reference: &FxHashMap<Ngram<'_>, u32>,
-) -> NgramMatches {
+fn match_statistics(hyp: &FxHashMap<Ngram<'_>, u32>, reference: &FxHashMap<Ngram<'_>, u32>) -> NgramMatches {
     let mut m = NgramMatches::default();
     for (ngram, &count) in hyp {
         m.hyp += u64::from(count);
@@ -426,21 +364,13 @@ mod tests {
 
     #[test]
     fn punctuation_is_split_from_one_end_only() {
-        assert_eq!(
-            split_punctuation("(hi) there, x ."),
-            ["(hi", ")", "there", ",", "x", "."]
-        );
+        assert_eq!(split_punctuation("(hi) there, x ."), ["(hi", ")", "there", ",", "x", "."]);
         assert_eq!(split_punctuation("\"quoted"), ["\"", "quoted"]);
     }
 
     #[test]
     fn identical_segments_score_one_hundred() {
-        let s = sentence_chrf(
-            "The cat sat.",
-            &["The cat sat."],
-            &ChrfConfig::chrf_plus_plus(),
-        )
-        .unwrap();
+        let s = sentence_chrf("The cat sat.", &["The cat sat."], &ChrfConfig::chrf_plus_plus()).unwrap();
         assert!((s.score - 100.0).abs() < 1e-12);
     }
 
@@ -448,9 +378,7 @@ mod tests {
     fn the_best_reference_is_the_one_with_the_highest_f_score() {
         let config = ChrfConfig::chrf();
         let one = sentence_chrf("the cat", &["a dog"], &config).unwrap().score;
-        let both = sentence_chrf("the cat", &["a dog", "the cat"], &config)
-            .unwrap()
-            .score;
+        let both = sentence_chrf("the cat", &["a dog", "the cat"], &config).unwrap().score;
         assert!(one < 50.0 && (both - 100.0).abs() < 1e-12);
     }
 
@@ -462,10 +390,7 @@ mod tests {
 
     #[test]
     fn zero_orders_is_an_error() {
-        let config = ChrfConfig {
-            char_order: 0,
-            ..ChrfConfig::chrf()
-        };
+        let config = ChrfConfig { char_order: 0, ..ChrfConfig::chrf() };
         assert!(sentence_chrf("a", &["a"], &config).is_err());
     }
 }

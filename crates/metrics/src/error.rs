@@ -17,11 +17,7 @@ pub enum MetricsError {
     InvalidUtf8 { path: PathBuf, line: usize },
     /// A reference stream does not have one line per hypothesis.
     #[error("reference stream {stream} has {refs} segments but there are {hyps} hypotheses")]
-    SegmentCountMismatch {
-        stream: usize,
-        hyps: usize,
-        refs: usize,
-    },
+    SegmentCountMismatch { stream: usize, hyps: usize, refs: usize },
     /// Reading hypotheses: the stream was empty.
     #[error("no hypotheses: stdin is empty (give one hypothesis per line)")]
     NoHypotheses,
@@ -39,17 +35,10 @@ pub enum MetricsError {
     UnknownSmoothing(String),
     /// A smoothing value given to a method that takes none, or an invalid one.
     #[error("smoothing method {method} {reason}")]
-    InvalidSmoothingValue {
-        method: &'static str,
-        reason: String,
-    },
+    InvalidSmoothingValue { method: &'static str, reason: String },
     /// An invalid metric setting, e.g. a zero n-gram order.
     #[error("invalid setting {name} = {value}: {reason}")]
-    InvalidSetting {
-        name: &'static str,
-        value: String,
-        reason: &'static str,
-    },
+    InvalidSetting { name: &'static str, value: String, reason: &'static str },
     /// A language model was asked to train on text without a single token.
     #[error("the training text has no tokens")]
     EmptyTrainingData,

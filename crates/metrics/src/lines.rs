@@ -13,16 +13,11 @@ use crate::MetricsError;
 
 /// The lines of the file at `path`, decompressed first if it starts with the gzip magic bytes.
 pub fn read_lines(path: &Path) -> Result<Vec<String>, MetricsError> {
-    let io_err = |source| MetricsError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
+    let io_err = |source| MetricsError::Io { path: path.to_path_buf(), source };
     let raw = std::fs::read(path).map_err(io_err)?;
     let bytes = if raw.starts_with(&[0x1f, 0x8b]) {
         let mut out = Vec::new();
-        MultiGzDecoder::new(raw.as_slice())
-            .read_to_end(&mut out)
-            .map_err(io_err)?;
+        MultiGzDecoder::new(raw.as_slice()).read_to_end(&mut out).map_err(io_err)?;
         out
     } else {
         raw
@@ -33,12 +28,7 @@ pub fn read_lines(path: &Path) -> Result<Vec<String>, MetricsError> {
 /// The lines of everything `reader` yields; `name` (e.g. `<stdin>`) is used in errors.
 pub fn read_lines_from(mut reader: impl Read, name: &Path) -> Result<Vec<String>, MetricsError> {
     let mut bytes = Vec::new();
-    reader
-        .read_to_end(&mut bytes)
-        .map_err(|source| MetricsError::Io {
-            path: name.to_path_buf(),
-            source,
-        })?;
+    reader.read_to_end(&mut bytes).map_err(|source| MetricsError::Io { path: name.to_path_buf(), source })?;
     split_lines(bytes, name)
 }
 
@@ -50,14 +40,8 @@ fn split_lines(bytes: Vec<u8>, name: &Path) -> Result<Vec<String>, MetricsError>
         Ok(text) => text,
         Err(err) => {
             let valid_up_to = err.utf8_error().valid_up_to();
-            let line = 1 + err.as_bytes()[..valid_up_to]
-                .iter()
-                .filter(|&&b| b == b'\n')
-                .count();
-            return Err(MetricsError::InvalidUtf8 {
-                path: name.to_path_buf(),
-                line,
-            });
+            let line = 1 + err.as_bytes()[..valid_up_to].iter().filter(|&&b| b == b'\n').count();
+            return Err(MetricsError::InvalidUtf8 { path: name.to_path_buf(), line });
         }
     };
     let body = text.strip_suffix('\n').unwrap_or(&text);
@@ -83,8 +67,7 @@ mod tests {
 
     #[test]
     fn invalid_utf8_names_the_file_and_line() {
-        let err =
-            split_lines(b"ok\nfine\nbad \xff here\n".to_vec(), Path::new("hyp.txt")).unwrap_err();
+        let err = split_lines(b"ok\nfine\nbad \xff here\n".to_vec(), Path::new("hyp.txt")).unwrap_err();
         assert_eq!(err.to_string(), "hyp.txt:3: invalid UTF-8");
     }
 
@@ -102,9 +85,6 @@ mod tests {
     fn missing_file_is_an_error_naming_it() {
         let err = read_lines(Path::new("/nonexistent/refs.txt")).unwrap_err();
         assert_eq!(err.to_string(), "cannot read /nonexistent/refs.txt");
-        assert!(
-            std::error::Error::source(&err).is_some(),
-            "the I/O error is kept as the source"
-        );
+        assert!(std::error::Error::source(&err).is_some(), "the I/O error is kept as the source");
     }
 }

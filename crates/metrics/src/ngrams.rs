@@ -22,9 +22,7 @@ pub(crate) struct Interner<'a> {
 impl<'a> Interner<'a> {
     /// An interner with room for `capacity` distinct tokens.
     pub(crate) fn with_capacity(capacity: usize) -> Self {
-        Interner {
-            ids: FxHashMap::with_capacity_and_hasher(capacity, Default::default()),
-        }
+        Interner { ids: FxHashMap::with_capacity_and_hasher(capacity, Default::default()) }
     }
 
     /// The id of `token`, assigning the next one on first sight.
@@ -42,17 +40,13 @@ impl<'a> Interner<'a> {
 #[inline]
 pub(crate) fn ngram_key(ids: &[u32]) -> u128 {
     debug_assert!(!ids.is_empty() && ids.len() <= MAX_KEY_ORDER);
-    ids.iter()
-        .enumerate()
-        .fold(0u128, |key, (k, &id)| key | (u128::from(id) << (32 * k)))
+    ids.iter().enumerate().fold(0u128, |key, (k, &id)| key | (u128::from(id) << (32 * k)))
 }
 
 /// The order (1..=4) of an n-gram key.
 #[inline]
 pub(crate) fn key_order(key: u128) -> usize {
-    (0..MAX_KEY_ORDER)
-        .take_while(|k| (key >> (32 * k)) as u32 != 0)
-        .count()
+    (0..MAX_KEY_ORDER).take_while(|k| (key >> (32 * k)) as u32 != 0).count()
 }
 
 /// Adds the counts of every n-gram of order 1..=`max_order` in `ids` to `counts`.
@@ -72,12 +66,7 @@ mod tests {
 
     #[test]
     fn keys_of_different_orders_never_collide_and_know_their_order() {
-        let keys = [
-            ngram_key(&[1]),
-            ngram_key(&[1, 1]),
-            ngram_key(&[1, 1, 1]),
-            ngram_key(&[1, 1, 1, 1]),
-        ];
+        let keys = [ngram_key(&[1]), ngram_key(&[1, 1]), ngram_key(&[1, 1, 1]), ngram_key(&[1, 1, 1, 1])];
         for (i, &k) in keys.iter().enumerate() {
             assert_eq!(key_order(k), i + 1);
             assert!(keys[..i].iter().all(|&other| other != k));
@@ -96,10 +85,7 @@ mod tests {
     #[test]
     fn interner_gives_repeated_tokens_the_same_id() {
         let mut interner = Interner::default();
-        let ids: Vec<u32> = ["a", "b", "a"]
-            .into_iter()
-            .map(|t| interner.id(t))
-            .collect();
+        let ids: Vec<u32> = ["a", "b", "a"].into_iter().map(|t| interner.id(t)).collect();
         assert_eq!(ids, [1, 2, 1]);
     }
 }

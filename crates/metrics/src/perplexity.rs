@@ -33,11 +33,7 @@ pub struct CrossEntropyStats {
 impl CrossEntropyStats {
     /// Statistics of `tokens` tokens with total negative log-likelihood `nll` (nats).
     pub fn new(nll: f64, tokens: u64) -> Self {
-        CrossEntropyStats {
-            nll,
-            compensation: 0.0,
-            tokens,
-        }
+        CrossEntropyStats { nll, compensation: 0.0, tokens }
     }
 
     /// Adds one token the model gave probability `exp(log_prob)` (natural log).
@@ -49,11 +45,7 @@ impl CrossEntropyStats {
     /// Adds `nll` nats to the total (Neumaier summation), without counting a token.
     fn add_nll(&mut self, nll: f64) {
         let sum = self.nll + nll;
-        self.compensation += if self.nll.abs() >= nll.abs() {
-            (self.nll - sum) + nll
-        } else {
-            (nll - sum) + self.nll
-        };
+        self.compensation += if self.nll.abs() >= nll.abs() { (self.nll - sum) + nll } else { (nll - sum) + self.nll };
         self.nll = sum;
     }
 
@@ -136,11 +128,7 @@ impl TextCounts {
     pub fn of_lines<S: AsRef<str>>(lines: &[S]) -> Self {
         lines.iter().fold(TextCounts::default(), |acc, line| {
             let c = TextCounts::of_text(line.as_ref());
-            TextCounts {
-                words: acc.words + c.words,
-                chars: acc.chars + c.chars + 1,
-                bytes: acc.bytes + c.bytes + 1,
-            }
+            TextCounts { words: acc.words + c.words, chars: acc.chars + c.chars + 1, bytes: acc.bytes + c.bytes + 1 }
         })
     }
 }
@@ -204,11 +192,7 @@ mod tests {
                 stats.add_log_prob(-(m as f64).ln());
             }
             let report = stats.report(None).unwrap();
-            assert!(
-                (report.ppl - m as f64).abs() <= 1e-12 * m as f64,
-                "m = {m}: {}",
-                report.ppl
-            );
+            assert!((report.ppl - m as f64).abs() <= 1e-12 * m as f64, "m = {m}: {}", report.ppl);
             assert!((report.bits_per_token - (m as f64).log2()).abs() < 1e-12);
         }
     }
@@ -229,13 +213,7 @@ mod tests {
     fn per_word_perplexity_goes_through_the_total_log_likelihood() {
         // 100 tokens at perplexity 8 = 50 words at perplexity 64.
         let stats = CrossEntropyStats::new(100.0 * 8f64.ln(), 100);
-        let report = stats
-            .report(Some(TextCounts {
-                words: 50,
-                chars: 300,
-                bytes: 300,
-            }))
-            .unwrap();
+        let report = stats.report(Some(TextCounts { words: 50, chars: 300, bytes: 300 })).unwrap();
         assert!((report.ppl_word.unwrap() - 64.0).abs() < 1e-9);
         assert!((convert_perplexity(8.0, 100, 50) - 64.0).abs() < 1e-9);
         assert!((report.bits_per_char.unwrap() - 1.0).abs() < 1e-12);
@@ -250,29 +228,12 @@ mod tests {
 
     #[test]
     fn no_tokens_is_an_error_not_nan() {
-        assert!(matches!(
-            CrossEntropyStats::default().report(None),
-            Err(MetricsError::NoTokens)
-        ));
+        assert!(matches!(CrossEntropyStats::default().report(None), Err(MetricsError::NoTokens)));
     }
 
     #[test]
     fn text_counts_of_lines_include_one_newline_per_line() {
-        assert_eq!(
-            TextCounts::of_lines(&["ab cé", ""]),
-            TextCounts {
-                words: 2,
-                chars: 7,
-                bytes: 8
-            }
-        );
-        assert_eq!(
-            TextCounts::of_text("ab cé\n"),
-            TextCounts {
-                words: 2,
-                chars: 6,
-                bytes: 7
-            }
-        );
+        assert_eq!(TextCounts::of_lines(&["ab cé", ""]), TextCounts { words: 2, chars: 7, bytes: 8 });
+        assert_eq!(TextCounts::of_text("ab cé\n"), TextCounts { words: 2, chars: 6, bytes: 7 });
     }
 }

@@ -124,10 +124,7 @@ mod tests {
             tokenizer: Tokenizer::Mteval13a,
             smoothing: Smoothing::Exp,
         };
-        assert_eq!(
-            sig.to_string(),
-            "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"
-        );
+        assert_eq!(sig.to_string(), "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0");
     }
 
     #[test]
@@ -140,9 +137,6 @@ mod tests {
             word_order: 2,
             whitespace: false,
         };
-        assert_eq!(
-            sig.to_string(),
-            "nrefs:2|case:lc|eff:yes|nc:6|nw:2|space:no|version:2.6.0"
-        );
+        assert_eq!(sig.to_string(), "nrefs:2|case:lc|eff:yes|nc:6|nw:2|space:no|version:2.6.0");
     }
 }

@@ -43,12 +43,10 @@ impl Smoothing {
             _ => return Err(MetricsError::UnknownSmoothing(name.to_string())),
         };
         match (method, value) {
-            (Smoothing::Exp | Smoothing::None, Some(_)) => {
-                Err(MetricsError::InvalidSmoothingValue {
-                    method: method.name(),
-                    reason: "takes no value (only floor and add-k do)".to_string(),
-                })
-            }
+            (Smoothing::Exp | Smoothing::None, Some(_)) => Err(MetricsError::InvalidSmoothingValue {
+                method: method.name(),
+                reason: "takes no value (only floor and add-k do)".to_string(),
+            }),
             (Smoothing::Floor(v) | Smoothing::AddK(v), _) if !(v.is_finite() && v >= 0.0) => {
                 Err(MetricsError::InvalidSmoothingValue {
                     method: method.name(),
@@ -134,22 +132,10 @@ mod tests {
 
     #[test]
     fn signature_form_shows_values_with_two_decimals() {
-        assert_eq!(
-            Smoothing::from_name("floor", None).unwrap().to_string(),
-            "floor[0.10]"
-        );
-        assert_eq!(
-            Smoothing::from_name("add-k", None).unwrap().to_string(),
-            "add-k[1.00]"
-        );
-        assert_eq!(
-            Smoothing::from_name("exp", None).unwrap().to_string(),
-            "exp"
-        );
-        assert_eq!(
-            Smoothing::from_name("none", None).unwrap().to_string(),
-            "none"
-        );
+        assert_eq!(Smoothing::from_name("floor", None).unwrap().to_string(), "floor[0.10]");
+        assert_eq!(Smoothing::from_name("add-k", None).unwrap().to_string(), "add-k[1.00]");
+        assert_eq!(Smoothing::from_name("exp", None).unwrap().to_string(), "exp");
+        assert_eq!(Smoothing::from_name("none", None).unwrap().to_string(), "none");
     }
 
     #[test]

@@ -66,9 +66,7 @@ impl<'a> Iterator for PySplit<'a> {
         }
         // 2. Take the run up to the next whitespace (continuation bytes are never whitespace).
         let start = self.pos;
-        while self.pos < bytes.len()
-            && (bytes[self.pos] & 0xC0 == 0x80 || self.whitespace_len(self.pos) == 0)
-        {
+        while self.pos < bytes.len() && (bytes[self.pos] & 0xC0 == 0x80 || self.whitespace_len(self.pos) == 0) {
             self.pos += 1;
         }
         Some(&self.s[start..self.pos])
@@ -103,27 +101,13 @@ mod tests {
 
     #[test]
     fn information_separators_are_whitespace_as_in_python() {
-        assert_eq!(
-            py_split("a\x1cb\x1dc\x1ed\x1fe").collect::<Vec<_>>(),
-            ["a", "b", "c", "d", "e"]
-        );
+        assert_eq!(py_split("a\x1cb\x1dc\x1ed\x1fe").collect::<Vec<_>>(), ["a", "b", "c", "d", "e"]);
     }
 
     #[test]
     fn split_agrees_with_splitting_on_the_predicate() {
-        for s in [
-            "",
-            " ",
-            "a",
-            " a b ",
-            "é\u{a0}日本\u{3000}x\u{2028}",
-            "\u{85}a\u{85}",
-            "a\u{200b}\u{1680}b",
-        ] {
-            let slow: Vec<&str> = s
-                .split(is_py_whitespace)
-                .filter(|t| !t.is_empty())
-                .collect();
+        for s in ["", " ", "a", " a b ", "é\u{a0}日本\u{3000}x\u{2028}", "\u{85}a\u{85}", "a\u{200b}\u{1680}b"] {
+            let slow: Vec<&str> = s.split(is_py_whitespace).filter(|t| !t.is_empty()).collect();
             assert_eq!(py_split(s).collect::<Vec<_>>(), slow, "{s:?}");
         }
     }

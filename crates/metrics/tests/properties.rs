@@ -5,26 +5,11 @@ use attend_metrics::ngram_lm::{KneserNey, LanguageModel, Vocab};
 use attend_metrics::perplexity::{
     bits_from_nats, convert_perplexity, nats_from_bits, nats_from_perplexity, perplexity_from_nats,
 };
-use attend_metrics::{
-    corpus_bleu, corpus_chrf, BleuConfig, BleuStats, ChrfConfig, Smoothing, Tokenizer,
-};
+use attend_metrics::{corpus_bleu, corpus_chrf, BleuConfig, BleuStats, ChrfConfig, Smoothing, Tokenizer};
 use proptest::prelude::*;
 
-const WORDS: &[&str] = &[
-    "the",
-    "cat",
-    "sat",
-    "on",
-    "mat",
-    "3.14",
-    "it's",
-    "end.",
-    "(a)",
-    "Ünïcode",
-    "日本",
-    "—",
-    "x,y",
-];
+const WORDS: &[&str] =
+    &["the", "cat", "sat", "on", "mat", "3.14", "it's", "end.", "(a)", "Ünïcode", "日本", "—", "x,y"];
 
 fn sentence(min: usize, max: usize) -> impl Strategy<Value = String> {
     prop::collection::vec(prop::sample::select(WORDS), min..max).prop_map(|w| w.join(" "))
@@ -37,28 +22,18 @@ fn any_config() -> impl Strategy<Value = BleuConfig> {
         Just(Smoothing::AddK(1.0)),
         Just(Smoothing::None)
     ];
-    (
-        prop::sample::select(Tokenizer::ALL.to_vec()),
-        smoothing,
-        any::<bool>(),
-        any::<bool>(),
+    (prop::sample::select(Tokenizer::ALL.to_vec()), smoothing, any::<bool>(), any::<bool>()).prop_map(
+        |(tokenizer, smoothing, lowercase, effective_order)| BleuConfig {
+            tokenizer,
+            smoothing,
+            lowercase,
+            effective_order,
+        },
     )
-        .prop_map(
-            |(tokenizer, smoothing, lowercase, effective_order)| BleuConfig {
-                tokenizer,
-                smoothing,
-                lowercase,
-                effective_order,
-            },
-        )
 }
 
 /// Checks shared by the corpus-level properties: stats add up, and the score is in [0, 100].
-fn check_corpus_props(
-    hyps: &[String],
-    refs: &[Vec<String>],
-    config: &BleuConfig,
-) -> Result<(), TestCaseError> {
+fn check_corpus_props(hyps: &[String], refs: &[Vec<String>], config: &BleuConfig) -> Result<(), TestCaseError> {
     let corpus = corpus_stats(hyps, refs, config).unwrap();
     let summed: BleuStats = (0..hyps.len())
         .map(|i| {

@@ -10,41 +10,28 @@
 use std::sync::OnceLock;
 
 use attend_metrics::{
-    corpus_bleu, corpus_chrf, sentence_bleu, sentence_chrf, BleuConfig, ChrfConfig, Smoothing,
-    Tokenizer, SACREBLEU_VERSION,
+    corpus_bleu, corpus_chrf, sentence_bleu, sentence_chrf, BleuConfig, ChrfConfig, Smoothing, Tokenizer,
+    SACREBLEU_VERSION,
 };
 use serde_json::Value;
 
 fn fixtures() -> &'static Value {
     static FIXTURES: OnceLock<Value> = OnceLock::new();
     FIXTURES.get_or_init(|| {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/sacrebleu_fixtures.json"
-        );
-        let text =
-            std::fs::read_to_string(path).expect("fixture file is committed beside this test");
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/sacrebleu_fixtures.json");
+        let text = std::fs::read_to_string(path).expect("fixture file is committed beside this test");
         serde_json::from_str(&text).expect("fixture file is JSON")
     })
 }
 
 fn strings(v: &Value) -> Vec<String> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s.as_str().unwrap().to_string())
-        .collect()
+    v.as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect()
 }
 
 /// The hypotheses and reference streams a case names.
 fn inputs(case: &Value) -> (Vec<String>, Vec<Vec<String>>) {
     let input = &fixtures()["inputs"][case["input"].as_str().unwrap()];
-    let refs = input["refs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(strings)
-        .collect();
+    let refs = input["refs"].as_array().unwrap().iter().map(strings).collect();
     (strings(&input["hyps"]), refs)
 }
 
@@ -57,16 +44,9 @@ fn check_all(table: &str, check: impl Fn(&Value) -> Result<(), String>) {
     let cases = fixtures()[table].as_array().unwrap();
     let failures: Vec<String> = cases
         .iter()
-        .filter_map(|case| {
-            check(case)
-                .err()
-                .map(|e| format!("{}: {e}", case["name"].as_str().unwrap_or("?")))
-        })
+        .filter_map(|case| check(case).err().map(|e| format!("{}: {e}", case["name"].as_str().unwrap_or("?"))))
         .collect();
-    assert!(
-        cases.len() > 100,
-        "the {table} table should have many cases"
-    );
+    assert!(cases.len() > 100, "the {table} table should have many cases");
     assert!(
         failures.is_empty(),
         "{} of {} {table} cases differ:\n{}",
@@ -88,20 +68,15 @@ fn tokenizers_equal_sacrebleu_tokenizers() {
         let input = case["input"].as_str().unwrap();
         let ours = tok.tokenize(input);
         let theirs = case["output"].as_str().unwrap();
-        (ours == theirs)
-            .then_some(())
-            .ok_or_else(|| format!("{tok} on {input:?}: ours {ours:?}, sacreBLEU {theirs:?}"))
+        (ours == theirs).then_some(()).ok_or_else(|| format!("{tok} on {input:?}: ours {ours:?}, sacreBLEU {theirs:?}"))
     });
 }
 
 fn bleu_config(case: &Value) -> BleuConfig {
     BleuConfig {
         tokenizer: case["tokenize"].as_str().unwrap().parse().unwrap(),
-        smoothing: Smoothing::from_name(
-            case["smooth_method"].as_str().unwrap(),
-            case["smooth_value"].as_f64(),
-        )
-        .unwrap(),
+        smoothing: Smoothing::from_name(case["smooth_method"].as_str().unwrap(), case["smooth_value"].as_f64())
+            .unwrap(),
         lowercase: case["lowercase"].as_bool().unwrap(),
         effective_order: case["effective_order"].as_bool().unwrap(),
     }
@@ -127,37 +102,17 @@ fn bleu_equals_sacrebleu_on_every_case() {
         if !close(score.bp, want("bp")) {
             diffs.push(format!("bp {} vs {}", score.bp, want("bp")));
         }
-        for (n, (&p, q)) in score
-            .precisions
-            .iter()
-            .zip(case["precisions"].as_array().unwrap())
-            .enumerate()
-        {
+        for (n, (&p, q)) in score.precisions.iter().zip(case["precisions"].as_array().unwrap()).enumerate() {
             if !close(p, q.as_f64().unwrap()) {
                 diffs.push(format!("p{} {p} vs {q}", n + 1));
             }
         }
-        let counts = |v: &Value| {
-            v.as_array()
-                .unwrap()
-                .iter()
-                .map(|x| x.as_u64().unwrap())
-                .collect::<Vec<_>>()
-        };
-        if score.counts.to_vec() != counts(&case["counts"])
-            || score.totals.to_vec() != counts(&case["totals"])
-        {
-            diffs.push(format!(
-                "counts {:?}/{:?} vs {}/{}",
-                score.counts, score.totals, case["counts"], case["totals"]
-            ));
+        let counts = |v: &Value| v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect::<Vec<_>>();
+        if score.counts.to_vec() != counts(&case["counts"]) || score.totals.to_vec() != counts(&case["totals"]) {
+            diffs
+                .push(format!("counts {:?}/{:?} vs {}/{}", score.counts, score.totals, case["counts"], case["totals"]));
         }
-        if (score.sys_len, score.ref_len)
-            != (
-                case["sys_len"].as_u64().unwrap(),
-                case["ref_len"].as_u64().unwrap(),
-            )
-        {
+        if (score.sys_len, score.ref_len) != (case["sys_len"].as_u64().unwrap(), case["ref_len"].as_u64().unwrap()) {
             diffs.push(format!("lengths {}/{}", score.sys_len, score.ref_len));
         }
         let signature = config.signature(refs.len());
@@ -168,10 +123,7 @@ fn bleu_equals_sacrebleu_on_every_case() {
         let ours = serde_json::to_value(score.to_json(&signature)).unwrap();
         for (key, theirs) in case["json"].as_object().unwrap() {
             let same = if key == "score" {
-                format!("{:.2}", ours["score"].as_f64().unwrap())
-                    .parse::<f64>()
-                    .unwrap()
-                    == theirs.as_f64().unwrap()
+                format!("{:.2}", ours["score"].as_f64().unwrap()).parse::<f64>().unwrap() == theirs.as_f64().unwrap()
             } else {
                 &ours[key] == theirs
             };
@@ -179,10 +131,7 @@ fn bleu_equals_sacrebleu_on_every_case() {
                 diffs.push(format!("json {key}: {} vs {theirs}", ours[key]));
             }
         }
-        diffs
-            .is_empty()
-            .then_some(())
-            .ok_or_else(|| diffs.join("; "))
+        diffs.is_empty().then_some(()).ok_or_else(|| diffs.join("; "))
     });
 }
 
@@ -214,18 +163,8 @@ fn chrf_equals_sacrebleu_on_every_case() {
         if !close(score.score, want) {
             diffs.push(format!("score {} vs {want}", score.score));
         }
-        let flat: Vec<u64> = score
-            .stats
-            .orders
-            .iter()
-            .flat_map(|m| [m.hyp, m.reference, m.matched])
-            .collect();
-        let theirs: Vec<u64> = case["stats"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|x| x.as_u64().unwrap())
-            .collect();
+        let flat: Vec<u64> = score.stats.orders.iter().flat_map(|m| [m.hyp, m.reference, m.matched]).collect();
+        let theirs: Vec<u64> = case["stats"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect();
         if flat != theirs {
             diffs.push(format!("stats {flat:?} vs {theirs:?}"));
         }
@@ -240,10 +179,7 @@ fn chrf_equals_sacrebleu_on_every_case() {
                 diffs.push(format!("json {key}: {} vs {theirs}", ours[key]));
             }
         }
-        diffs
-            .is_empty()
-            .then_some(())
-            .ok_or_else(|| diffs.join("; "))
+        diffs.is_empty().then_some(()).ok_or_else(|| diffs.join("; "))
     });
 }
 
@@ -260,8 +196,5 @@ fn real_data_case_multi30k_first_500_lines_matches_to_the_hundredth() {
     let (hyps, refs) = inputs(case);
     assert_eq!(hyps.len(), 500);
     let score = corpus_bleu(&hyps, &refs, &BleuConfig::corpus()).unwrap();
-    assert_eq!(
-        format!("{:.2}", score.score),
-        format!("{:.2}", case["score"].as_f64().unwrap())
-    );
+    assert_eq!(format!("{:.2}", score.score), format!("{:.2}", case["score"].as_f64().unwrap()));
 }

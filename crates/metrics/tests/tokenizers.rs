@@ -12,16 +12,9 @@ use proptest::prelude::*;
 use regex::Regex;
 
 fn reference_13a(line: &str) -> String {
-    let mut line = line
-        .replace("<skipped>", "")
-        .replace("-\n", "")
-        .replace('\n', " ");
+    let mut line = line.replace("<skipped>", "").replace("-\n", "").replace('\n', " ");
     if line.contains('&') {
-        line = line
-            .replace("&quot;", "\"")
-            .replace("&amp;", "&")
-            .replace("&lt;", "<")
-            .replace("&gt;", ">");
+        line = line.replace("&quot;", "\"").replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">");
     }
     let line = format!(" {line} ");
     let rules = [
@@ -31,28 +24,16 @@ fn reference_13a(line: &str) -> String {
         (r"([0-9])(-)", "${1} ${2} "),
     ];
     let out = rules.iter().fold(line, |s, (pattern, replacement)| {
-        Regex::new(pattern)
-            .unwrap()
-            .replace_all(&s, *replacement)
-            .into_owned()
+        Regex::new(pattern).unwrap().replace_all(&s, *replacement).into_owned()
     });
     py_collapse_whitespace(&out)
 }
 
 fn reference_intl(line: &str) -> String {
-    let rules = [
-        (r"(\P{N})(\p{P})", "${1} ${2} "),
-        (r"(\p{P})(\P{N})", " ${1} ${2}"),
-        (r"(\p{S})", " ${1} "),
-    ];
-    let out = rules
-        .iter()
-        .fold(line.to_string(), |s, (pattern, replacement)| {
-            Regex::new(pattern)
-                .unwrap()
-                .replace_all(&s, *replacement)
-                .into_owned()
-        });
+    let rules = [(r"(\P{N})(\p{P})", "${1} ${2} "), (r"(\p{P})(\P{N})", " ${1} ${2}"), (r"(\p{S})", " ${1} ")];
+    let out = rules.iter().fold(line.to_string(), |s, (pattern, replacement)| {
+        Regex::new(pattern).unwrap().replace_all(&s, *replacement).into_owned()
+    });
     py_collapse_whitespace(&out)
 }
 

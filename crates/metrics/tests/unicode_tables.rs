@@ -16,10 +16,7 @@ use serde_json::Value;
 fn tables() -> &'static Value {
     static TABLES: OnceLock<Value> = OnceLock::new();
     TABLES.get_or_init(|| {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/unicode_tables.json"
-        );
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/unicode_tables.json");
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
     })
 }
@@ -60,32 +57,20 @@ fn lowercase_is_pythons_lower_for_every_code_point_python_assigns() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|e| {
-            (
-                e[0].as_u64().unwrap() as u32,
-                e[1].as_str().unwrap().to_string(),
-            )
-        })
+        .map(|e| (e[0].as_u64().unwrap() as u32, e[1].as_str().unwrap().to_string()))
         .collect();
     let unassigned_in_python = in_ranges("python_unassigned");
     let mut wrong = Vec::new();
     for c in all_chars() {
         let ours = py_lower(&c.to_string());
-        let theirs = py_lower_map
-            .get(&(c as u32))
-            .cloned()
-            .unwrap_or_else(|| c.to_string());
+        let theirs = py_lower_map.get(&(c as u32)).cloned().unwrap_or_else(|| c.to_string());
         if ours != theirs && !unassigned_in_python(c as u32) {
             wrong.push(format!("U+{:04X}: {ours:?} vs {theirs:?}", c as u32));
         }
     }
     assert!(wrong.is_empty(), "differ from str.lower: {wrong:?}");
     for (upper, lower) in tables()["python_lower_final_sigma"].as_object().unwrap() {
-        assert_eq!(
-            &py_lower(upper),
-            lower.as_str().unwrap(),
-            "final sigma in {upper:?}"
-        );
+        assert_eq!(&py_lower(upper), lower.as_str().unwrap(), "final sigma in {upper:?}");
     }
 }
 
@@ -93,11 +78,7 @@ fn lowercase_is_pythons_lower_for_every_code_point_python_assigns() {
 fn intl_categories_are_the_regex_modules_for_every_code_point() {
     // Our tables are Unicode 16 plus the P/S/N code points of Unicode 17 (the regex
     // module's version); together they must classify every code point as the module does.
-    let (p, s, n) = (
-        in_ranges("regex_P"),
-        in_ranges("regex_S"),
-        in_ranges("regex_N"),
-    );
+    let (p, s, n) = (in_ranges("regex_P"), in_ranges("regex_S"), in_ranges("regex_N"));
     let wrong: Vec<String> = all_chars()
         .filter_map(|c| {
             let cp = c as u32;
@@ -114,9 +95,5 @@ fn intl_categories_are_the_regex_modules_for_every_code_point() {
             (ours != theirs).then(|| format!("U+{cp:04X}: {ours:?} vs {theirs:?}"))
         })
         .collect();
-    assert!(
-        wrong.is_empty(),
-        "{} differ from the regex module: {wrong:?}",
-        wrong.len()
-    );
+    assert!(wrong.is_empty(), "{} differ from the regex module: {wrong:?}", wrong.len());
 }

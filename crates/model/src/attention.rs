@@ -125,29 +125,18 @@ impl<B: Backend> MultiHeadAttention<B> {
         mask: Option<Tensor<B, 4, Bool>>,
     ) -> AttentionOutput<B> {
         let q = self.split_heads(self.query.forward(x_query));
-        let (context, weights) = scaled_dot_product_attention(
-            q,
-            kv.keys.clone(),
-            kv.values.clone(),
-            mask,
-            &self.dropout,
-        );
+        let (context, weights) =
+            scaled_dot_product_attention(q, kv.keys.clone(), kv.values.clone(), mask, &self.dropout);
         let [batch, heads, queries, d_k] = context.dims();
         // Concat(head₁..head_h): [batch, heads, queries, d_k] → [batch, queries, heads·d_k].
-        let concat = context
-            .swap_dims(1, 2)
-            .reshape([batch, queries, heads * d_k]);
-        AttentionOutput {
-            context: self.output.forward(concat),
-            weights,
-        }
+        let concat = context.swap_dims(1, 2).reshape([batch, queries, heads * d_k]);
+        AttentionOutput { context: self.output.forward(concat), weights }
     }
 
     /// `[batch, len, d_model]` → `[batch, heads, len, d_k]`.
     fn split_heads(&self, x: Tensor<B, 3>) -> Tensor<B, 4> {
         let [batch, len, d_model] = x.dims();
-        x.reshape([batch, len, self.n_heads, d_model / self.n_heads])
-            .swap_dims(1, 2)
+        x.reshape([batch, len, self.n_heads, d_model / self.n_heads]).swap_dims(1, 2)
     }
 }
 
@@ -180,35 +169,15 @@ mod tests {
         DropoutConfig::new(0.0).init()
     }
 
-    fn check_softmax_rows(
-        batch: usize,
-        heads: usize,
-        queries: usize,
-        keys: usize,
-        lengths: Vec<usize>,
-        seed: u64,
-    ) {
+    fn check_softmax_rows(batch: usize, heads: usize, queries: usize, keys: usize, lengths: Vec<usize>, seed: u64) {
         let device = Default::default();
         let q = random([batch, heads, queries, 4], seed);
         let k = random([batch, heads, keys, 4], seed + 1);
         let v = random([batch, heads, keys, 4], seed + 2);
         let pad = padding_mask(padding_from_lengths::<TestBackend>(&lengths, keys, &device));
-        let mask = combine(
-            Some(causal_mask::<TestBackend>(
-                queries,
-                keys,
-                keys - queries,
-                &device,
-            )),
-            Some(pad),
-        );
+        let mask = combine(Some(causal_mask::<TestBackend>(queries, keys, keys - queries, &device)), Some(pad));
         let (_, weights) = scaled_dot_product_attention(q, k, v, mask.clone(), &no_dropout());
-        let mask = mask
-            .unwrap()
-            .expand([batch, heads, queries, keys])
-            .into_data()
-            .to_vec::<bool>()
-            .unwrap();
+        let mask = mask.unwrap().expand([batch, heads, queries, keys]).into_data().to_vec::<bool>().unwrap();
         let weights = weights.into_data().to_vec::<f32>().unwrap();
         for (row, (w, m)) in weights.chunks(keys).zip(mask.chunks(keys)).enumerate() {
             let sum: f32 = w.iter().sum();
@@ -266,11 +235,7 @@ mod tests {
     #[test]
     fn multi_head_attention_shapes() {
         let device = Default::default();
-        let config = ModelConfig {
-            d_model: 16,
-            n_heads: 4,
-            ..ModelConfig::base()
-        };
+        let config = ModelConfig { d_model: 16, n_heads: 4, ..ModelConfig::base() };
         let mha = MultiHeadAttention::<TestBackend>::new(&config, &device);
         let x = Tensor::<TestBackend, 3>::random([2, 5, 16], Distribution::Default, &device);
         let m = Tensor::<TestBackend, 3>::random([2, 7, 16], Distribution::Default, &device);

@@ -31,10 +31,7 @@ impl<B: Backend> KeyValue<B> {
     /// # Shapes
     /// - `new.keys`, `new.values`: `[batch, heads, new_keys, d_k]`
     pub fn append(self, new: KeyValue<B>) -> Self {
-        Self {
-            keys: Tensor::cat(vec![self.keys, new.keys], 2),
-            values: Tensor::cat(vec![self.values, new.values], 2),
-        }
+        Self { keys: Tensor::cat(vec![self.keys, new.keys], 2), values: Tensor::cat(vec![self.values, new.values], 2) }
     }
 
     /// Keeps (and repeats or reorders) the batch rows `indices`.
@@ -42,10 +39,7 @@ impl<B: Backend> KeyValue<B> {
     /// # Shapes
     /// - `indices`: `[new_batch]`, values in `0..batch`
     pub fn select(self, indices: Tensor<B, 1, Int>) -> Self {
-        Self {
-            keys: self.keys.select(0, indices.clone()),
-            values: self.values.select(0, indices),
-        }
+        Self { keys: self.keys.select(0, indices.clone()), values: self.values.select(0, indices) }
     }
 }
 
@@ -63,9 +57,6 @@ pub(crate) fn extend<B: Backend>(cache: &mut SelfCache<B>, new: KeyValue<B>) -> 
 }
 
 /// Reorders an optional cache's rows.
-pub(crate) fn select_opt<B: Backend>(
-    cache: SelfCache<B>,
-    indices: &Tensor<B, 1, Int>,
-) -> SelfCache<B> {
+pub(crate) fn select_opt<B: Backend>(cache: SelfCache<B>, indices: &Tensor<B, 1, Int>) -> SelfCache<B> {
     cache.map(|kv| kv.select(indices.clone()))
 }

@@ -152,13 +152,7 @@ impl ModelConfig {
 
     /// The paper's big model (Table 3): d_model=1024, d_ff=4096, h=16, P_drop=0.3 (EN-DE).
     pub fn big() -> Self {
-        Self {
-            d_model: 1024,
-            n_heads: 16,
-            d_ff: 4096,
-            dropout: 0.3,
-            ..Self::base()
-        }
+        Self { d_model: 1024, n_heads: 16, d_ff: 4096, dropout: 0.3, ..Self::base() }
     }
 
     /// The one-layer model of the lecture notes: a single head, no residual, no LayerNorm,
@@ -217,10 +211,7 @@ impl ModelConfig {
         probability("model.dropout", self.dropout)?;
         probability("model.attention_dropout", self.attention_dropout)?;
         if self.d_model % self.n_heads != 0 {
-            return Err(ConfigError::HeadsDoNotDivide {
-                n_heads: self.n_heads,
-                d_model: self.d_model,
-            });
+            return Err(ConfigError::HeadsDoNotDivide { n_heads: self.n_heads, d_model: self.d_model });
         }
         if !(self.norm_eps > 0.0 && self.norm_eps.is_finite()) {
             return Err(ConfigError::Invalid {
@@ -230,16 +221,12 @@ impl ModelConfig {
             });
         }
         if self.arch == Arch::Notes {
-            for (key, value) in [
-                ("model.n_heads", self.n_heads),
-                ("model.n_layers", self.n_layers),
-            ] {
+            for (key, value) in [("model.n_heads", self.n_heads), ("model.n_layers", self.n_layers)] {
                 if value != 1 {
                     return Err(ConfigError::Invalid {
                         key,
                         value: value.to_string(),
-                        expected:
-                            "1 for arch = \"notes\" (the notes' model has one head, one layer)",
+                        expected: "1 for arch = \"notes\" (the notes' model has one head, one layer)",
                     });
                 }
             }
@@ -319,95 +306,48 @@ mod tests {
 
     #[test]
     fn presets_are_valid() {
-        for config in [
-            ModelConfig::base(),
-            ModelConfig::big(),
-            ModelConfig::notes(),
-            ModelConfig::nanogpt_cpu(),
-        ] {
+        for config in [ModelConfig::base(), ModelConfig::big(), ModelConfig::notes(), ModelConfig::nanogpt_cpu()] {
             assert_eq!(config.validate(), Ok(()), "{config:?}");
         }
     }
 
     #[test]
     fn heads_must_divide_width_and_the_error_names_both_keys() {
-        let config = ModelConfig {
-            d_model: 100,
-            n_heads: 3,
-            ..ModelConfig::base()
-        };
+        let config = ModelConfig { d_model: 100, n_heads: 3, ..ModelConfig::base() };
         let err = config.validate().unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "model.n_heads = 3 must divide model.d_model = 100"
-        );
+        assert_eq!(err.to_string(), "model.n_heads = 3 must divide model.d_model = 100");
     }
 
     #[test]
     fn zero_layers_is_an_error_naming_the_key() {
-        let config = ModelConfig {
-            n_layers: 0,
-            ..ModelConfig::base()
-        };
-        assert_eq!(
-            config.validate(),
-            Err(ConfigError::Zero {
-                key: "model.n_layers"
-            })
-        );
-        assert_eq!(
-            ModelConfig::validate_vocab(0).unwrap_err().to_string(),
-            "data.vocab_size = 0 must be at least 1"
-        );
+        let config = ModelConfig { n_layers: 0, ..ModelConfig::base() };
+        assert_eq!(config.validate(), Err(ConfigError::Zero { key: "model.n_layers" }));
+        assert_eq!(ModelConfig::validate_vocab(0).unwrap_err().to_string(), "data.vocab_size = 0 must be at least 1");
     }
 
     #[test]
     fn dropout_outside_unit_interval_is_an_error() {
         for bad in [1.0, 1.5, -0.1, f64::NAN] {
-            let config = ModelConfig {
-                dropout: bad,
-                ..ModelConfig::base()
-            };
+            let config = ModelConfig { dropout: bad, ..ModelConfig::base() };
             let err = config.validate().unwrap_err();
             assert!(err.to_string().starts_with("model.dropout = "), "{err}");
         }
-        let config = ModelConfig {
-            attention_dropout: 1.0,
-            ..ModelConfig::base()
-        };
-        assert!(config
-            .validate()
-            .unwrap_err()
-            .to_string()
-            .contains("model.attention_dropout"));
+        let config = ModelConfig { attention_dropout: 1.0, ..ModelConfig::base() };
+        assert!(config.validate().unwrap_err().to_string().contains("model.attention_dropout"));
     }
 
     #[test]
     fn notes_arch_requires_one_head_and_one_layer() {
-        let config = ModelConfig {
-            n_heads: 2,
-            d_model: 64,
-            ..ModelConfig::notes()
-        };
-        assert!(config
-            .validate()
-            .unwrap_err()
-            .to_string()
-            .starts_with("model.n_heads = 2"));
+        let config = ModelConfig { n_heads: 2, d_model: 64, ..ModelConfig::notes() };
+        assert!(config.validate().unwrap_err().to_string().starts_with("model.n_heads = 2"));
     }
 
     #[test]
     fn toml_section_defaults_to_base_and_rejects_unknown_keys() {
-        let config: ModelConfig =
-            toml::from_str("arch = \"lm\"\nd_model = 256\nnorm = \"pre\"").unwrap();
+        let config: ModelConfig = toml::from_str("arch = \"lm\"\nd_model = 256\nnorm = \"pre\"").unwrap();
         assert_eq!(
             config,
-            ModelConfig {
-                arch: Arch::Lm,
-                d_model: 256,
-                norm: NormPosition::Pre,
-                ..ModelConfig::base()
-            }
+            ModelConfig { arch: Arch::Lm, d_model: 256, norm: NormPosition::Pre, ..ModelConfig::base() }
         );
         let err = toml::from_str::<ModelConfig>("flux_capacitor = 1").unwrap_err();
         assert!(err.to_string().contains("flux_capacitor"), "{err}");

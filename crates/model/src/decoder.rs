@@ -76,14 +76,9 @@ impl<B: Backend> DecoderLayer<B> {
             let out = self.cross_attention.attend(h, memory, cross_mask);
             (out.context, out.weights)
         });
-        let (x, ()) = residual(x, &self.norm_feed_forward, self.norm, &self.dropout, |h| {
-            (self.feed_forward.forward(h), ())
-        });
-        LayerOutput {
-            x,
-            self_weights,
-            cross_weights: Some(cross_weights),
-        }
+        let (x, ()) =
+            residual(x, &self.norm_feed_forward, self.norm, &self.dropout, |h| (self.feed_forward.forward(h), ()));
+        LayerOutput { x, self_weights, cross_weights: Some(cross_weights) }
     }
 }
 
@@ -100,9 +95,7 @@ impl<B: Backend> Decoder<B> {
     /// Builds `n_layers` layers for `config`.
     pub fn new(config: &ModelConfig, device: &B::Device) -> Self {
         Self {
-            layers: (0..config.n_layers)
-                .map(|_| DecoderLayer::new(config, device))
-                .collect(),
+            layers: (0..config.n_layers).map(|_| DecoderLayer::new(config, device)).collect(),
             final_norm: (config.norm == NormPosition::Pre).then(|| layer_norm(config, device)),
         }
     }
@@ -114,10 +107,7 @@ impl<B: Backend> Decoder<B> {
     /// - `memory`: `[batch, source_len, d_model]`
     /// - output: `n_layers` × `[batch, heads, source_len, d_k]`
     pub fn memory_keys_values(&self, memory: Tensor<B, 3>) -> Vec<KeyValue<B>> {
-        self.layers
-            .iter()
-            .map(|layer| layer.cross_attention.keys_values(memory.clone()))
-            .collect()
+        self.layers.iter().map(|layer| layer.cross_attention.keys_values(memory.clone())).collect()
     }
 
     /// Runs every layer over new target positions, extending `caches` (one per layer).

@@ -112,13 +112,31 @@ mod tests {
     use crate::test_backend::TestBackend;
 
     fn notes_config() -> ModelConfig {
-        ModelConfig { arch: Arch::Notes, n_heads: 1, n_layers: 1, d_model: 16, d_ff: 32, block_size: 16, ..ModelConfig::nanogpt_cpu() }
+        ModelConfig {
+            arch: Arch::Notes,
+            n_heads: 1,
+            n_layers: 1,
+            d_model: 16,
+            d_ff: 32,
+            block_size: 16,
+            ..ModelConfig::nanogpt_cpu()
+        }
     }
 
     #[test]
     fn wrapper_gives_the_logits_and_parameters_of_the_model_it_holds() {
         let device = Default::default();
-        for config in [ModelConfig { d_model: 16, d_ff: 32, n_heads: 2, n_layers: 1, block_size: 16, ..ModelConfig::nanogpt_cpu() }, notes_config()] {
+        for config in [
+            ModelConfig {
+                d_model: 16,
+                d_ff: 32,
+                n_heads: 2,
+                n_layers: 1,
+                block_size: 16,
+                ..ModelConfig::nanogpt_cpu()
+            },
+            notes_config(),
+        ] {
             TestBackend::seed(&device, 7);
             let wrapped = config.init_decoder_only::<TestBackend>(11, &device).expect("decoder-only");
             TestBackend::seed(&device, 7);

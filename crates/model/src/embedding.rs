@@ -21,15 +21,8 @@ pub struct TokenEmbedding<B: Backend> {
 impl<B: Backend> TokenEmbedding<B> {
     /// Builds `E` for `vocab_size` tokens with `config`'s width, scaling and initialization.
     pub fn new(vocab_size: usize, config: &ModelConfig, device: &B::Device) -> Self {
-        let scale = if config.scale_embeddings {
-            (config.d_model as f64).sqrt()
-        } else {
-            1.0
-        };
-        Self {
-            weight: table(vocab_size, config, device),
-            scale,
-        }
+        let scale = if config.scale_embeddings { (config.d_model as f64).sqrt() } else { 1.0 };
+        Self { weight: table(vocab_size, config, device), scale }
     }
 
     /// Vocabulary size.

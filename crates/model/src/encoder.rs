@@ -82,14 +82,9 @@ impl<B: Backend> EncoderLayer<B> {
             let out = attention.attend(h, &kv, mask);
             (out.context, out.weights)
         });
-        let (x, ()) = residual(x, &self.norm_feed_forward, self.norm, &self.dropout, |h| {
-            (self.feed_forward.forward(h), ())
-        });
-        LayerOutput {
-            x,
-            self_weights,
-            cross_weights: None,
-        }
+        let (x, ()) =
+            residual(x, &self.norm_feed_forward, self.norm, &self.dropout, |h| (self.feed_forward.forward(h), ()));
+        LayerOutput { x, self_weights, cross_weights: None }
     }
 }
 
@@ -106,9 +101,7 @@ impl<B: Backend> Encoder<B> {
     /// Builds `n_layers` layers for `config`.
     pub fn new(config: &ModelConfig, device: &B::Device) -> Self {
         Self {
-            layers: (0..config.n_layers)
-                .map(|_| EncoderLayer::new(config, device))
-                .collect(),
+            layers: (0..config.n_layers).map(|_| EncoderLayer::new(config, device)).collect(),
             final_norm: (config.norm == NormPosition::Pre).then(|| layer_norm(config, device)),
         }
     }
@@ -119,11 +112,7 @@ impl<B: Backend> Encoder<B> {
     /// - `x`: `[batch, len, d_model]`
     /// - `mask`: broadcastable to `[batch, heads, len, len]`
     /// - output: (`[batch, len, d_model]`, `n_layers` × `[batch, heads, len, len]`)
-    pub fn forward(
-        &self,
-        x: Tensor<B, 3>,
-        mask: Option<Tensor<B, 4, Bool>>,
-    ) -> (Tensor<B, 3>, Vec<Tensor<B, 4>>) {
+    pub fn forward(&self, x: Tensor<B, 3>, mask: Option<Tensor<B, 4, Bool>>) -> (Tensor<B, 3>, Vec<Tensor<B, 4>>) {
         let mut x = x;
         let mut weights = Vec::with_capacity(self.layers.len());
         for layer in &self.layers {
@@ -139,10 +128,7 @@ impl<B: Backend> Encoder<B> {
 ///
 /// # Shapes
 /// - `x`: `[batch, len, d_model]`; output: same
-pub(crate) fn apply_final_norm<B: Backend>(
-    norm: &Option<LayerNorm<B>>,
-    x: Tensor<B, 3>,
-) -> Tensor<B, 3> {
+pub(crate) fn apply_final_norm<B: Backend>(norm: &Option<LayerNorm<B>>, x: Tensor<B, 3>) -> Tensor<B, 3> {
     match norm {
         Some(norm) => norm.forward(x),
         None => x,

@@ -25,13 +25,7 @@ impl<B: Backend> FeedForward<B> {
     pub fn new(config: &ModelConfig, device: &B::Device) -> Self {
         Self {
             w_1: linear(config.d_model, config.d_ff, config, Role::Plain, device),
-            w_2: linear(
-                config.d_ff,
-                config.d_model,
-                config,
-                Role::ResidualOutput,
-                device,
-            ),
+            w_2: linear(config.d_ff, config.d_model, config, Role::ResidualOutput, device),
             activation: config.activation,
         }
     }
@@ -40,8 +34,7 @@ impl<B: Backend> FeedForward<B> {
     /// - `x`: `[batch, len, d_model]`
     /// - output: `[batch, len, d_model]`
     pub fn forward(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
-        self.w_2
-            .forward(activate(self.w_1.forward(x), self.activation))
+        self.w_2.forward(activate(self.w_1.forward(x), self.activation))
     }
 }
 
@@ -49,10 +42,7 @@ impl<B: Backend> FeedForward<B> {
 ///
 /// # Shapes
 /// - `x`: any; output: same
-pub fn activate<B: Backend, const D: usize>(
-    x: Tensor<B, D>,
-    activation: Activation,
-) -> Tensor<B, D> {
+pub fn activate<B: Backend, const D: usize>(x: Tensor<B, D>, activation: Activation) -> Tensor<B, D> {
     match activation {
         Activation::Relu => relu(x),
         Activation::Gelu => gelu(x),

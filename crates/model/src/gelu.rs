@@ -14,12 +14,7 @@ use burn::tensor::{backend::Backend, Tensor};
 /// - `x`: any
 /// - output: same as `x`
 pub fn gelu<B: Backend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> {
-    let cdf = x
-        .clone()
-        .mul_scalar(core::f64::consts::FRAC_1_SQRT_2)
-        .erf()
-        .add_scalar(1.0)
-        .mul_scalar(0.5);
+    let cdf = x.clone().mul_scalar(core::f64::consts::FRAC_1_SQRT_2).erf().add_scalar(1.0).mul_scalar(0.5);
     x * cdf
 }
 
@@ -34,14 +29,7 @@ mod tests {
     fn gelu_matches_exact_erf_values() {
         let device = Default::default();
         let x = Tensor::<TestBackend, 1>::from_floats([-3.0, -1.0, 0.0, 0.5, 1.0, 3.0], &device);
-        let expected = [
-            -0.004_049_694_6,
-            -0.158_655_25,
-            0.0,
-            0.345_731_23,
-            0.841_344_7,
-            2.995_950_3,
-        ];
+        let expected = [-0.004_049_694_6, -0.158_655_25, 0.0, 0.345_731_23, 0.841_344_7, 2.995_950_3];
         let got = gelu(x).into_data().to_vec::<f32>().unwrap();
         for (g, e) in got.iter().zip(expected) {
             assert!((g - e).abs() < 1e-5, "{got:?}");
@@ -54,11 +42,8 @@ mod tests {
         let device = Default::default();
         let points: Vec<f32> = (-40..=40).map(|i| i as f32 * 0.1).collect();
         let n = points.len();
-        let x = Tensor::<TestAutodiffBackend, 1>::from_data(
-            TensorData::new(points.clone(), [n]),
-            &device,
-        )
-        .require_grad();
+        let x =
+            Tensor::<TestAutodiffBackend, 1>::from_data(TensorData::new(points.clone(), [n]), &device).require_grad();
         let grads = gelu(x.clone()).sum().backward();
         let grad = x.grad(&grads).unwrap().into_data().to_vec::<f32>().unwrap();
 
@@ -71,12 +56,7 @@ mod tests {
         let (plus, minus) = (forward(h), forward(-h));
         for i in 0..n {
             let numeric = (plus[i] - minus[i]) / (2.0 * h);
-            assert!(
-                (grad[i] - numeric).abs() < 2e-4,
-                "x = {}: autodiff {} vs numeric {numeric}",
-                points[i],
-                grad[i]
-            );
+            assert!((grad[i] - numeric).abs() < 2e-4, "x = {}: autodiff {} vs numeric {numeric}", points[i], grad[i]);
         }
     }
 }

@@ -33,10 +33,7 @@ pub fn linear<B: Backend>(
                 Role::Plain => 1.0,
                 Role::ResidualOutput => (2.0 * config.n_layers as f64).sqrt(),
             };
-            Initializer::Normal {
-                mean: 0.0,
-                std: 0.02 / scale,
-            }
+            Initializer::Normal { mean: 0.0, std: 0.02 / scale }
         }
     };
     let mut layer = base.with_initializer(initializer).init(device);
@@ -51,11 +48,7 @@ pub fn linear<B: Backend>(
 ///
 /// # Shapes
 /// - output: `[rows, d_model]`
-pub fn table<B: Backend>(
-    rows: usize,
-    config: &ModelConfig,
-    device: &B::Device,
-) -> Param<Tensor<B, 2>> {
+pub fn table<B: Backend>(rows: usize, config: &ModelConfig, device: &B::Device) -> Param<Tensor<B, 2>> {
     let std = match config.init {
         Init::Burn => 1.0, // burn::nn::EmbeddingConfig's default N(0, 1)
         Init::Xavier => (config.d_model as f64).powf(-0.5),
@@ -95,22 +88,12 @@ mod tests {
     #[test]
     fn gpt2_init_scales_residual_projections_and_zeroes_biases() {
         let device = Default::default();
-        let config = ModelConfig {
-            init: Init::Gpt2,
-            n_layers: 8,
-            ..ModelConfig::base()
-        };
+        let config = ModelConfig { init: Init::Gpt2, n_layers: 8, ..ModelConfig::base() };
         let plain = linear::<TestBackend>(256, 256, &config, Role::Plain, &device);
         let residual = linear::<TestBackend>(256, 256, &config, Role::ResidualOutput, &device);
         assert!((std_of(plain.weight.val()) - 0.02).abs() < 0.001);
         assert!((std_of(residual.weight.val()) - 0.02 / 4.0).abs() < 0.0005);
-        let bias = plain
-            .bias
-            .unwrap()
-            .val()
-            .into_data()
-            .to_vec::<f32>()
-            .unwrap();
+        let bias = plain.bias.unwrap().val().into_data().to_vec::<f32>().unwrap();
         assert!(bias.iter().all(|&b| b == 0.0));
     }
 
@@ -120,10 +103,6 @@ mod tests {
         let config = ModelConfig::base();
         let layer = materialize(linear::<TestBackend>(4, 3, &config, Role::Plain, &device));
         let copy = layer.clone();
-        layer
-            .weight
-            .val()
-            .into_data()
-            .assert_eq(&copy.weight.val().into_data(), true);
+        layer.weight.val().into_data().assert_eq(&copy.weight.val().into_data(), true);
     }
 }

@@ -50,14 +50,7 @@ impl<B: Backend> LmCache<B> {
     /// # Shapes
     /// - `indices`: `[new_batch]`
     pub fn select(self, indices: Tensor<B, 1, Int>) -> Self {
-        Self {
-            layers: self
-                .layers
-                .into_iter()
-                .map(|c| select_opt(c, &indices))
-                .collect(),
-            len: self.len,
-        }
+        Self { layers: self.layers.into_iter().map(|c| select_opt(c, &indices)).collect(), len: self.len }
     }
 }
 
@@ -67,27 +60,15 @@ impl ModelConfig {
     /// `self` should have passed [`ModelConfig::validate`]: an invalid configuration (say
     /// `d_model % n_heads != 0`) panics here or in `forward`.
     pub fn init_lm<B: Backend>(&self, vocab_size: usize, device: &B::Device) -> LanguageModel<B> {
-        let output_config = ModelConfig {
-            bias: false,
-            ..self.clone()
-        };
+        let output_config = ModelConfig { bias: false, ..self.clone() };
         materialize(LanguageModel {
             embedding: TokenEmbedding::new(vocab_size, self, device),
             positions: PositionalEncoding::new(self, device),
             dropout: DropoutConfig::new(self.dropout).init(),
-            layers: (0..self.n_layers)
-                .map(|_| EncoderLayer::new(self, device))
-                .collect(),
+            layers: (0..self.n_layers).map(|_| EncoderLayer::new(self, device)).collect(),
             final_norm: (self.norm == NormPosition::Pre).then(|| layer_norm(self, device)),
-            output: (!self.tie_embeddings).then(|| {
-                linear(
-                    self.d_model,
-                    vocab_size,
-                    &output_config,
-                    Role::Plain,
-                    device,
-                )
-            }),
+            output: (!self.tie_embeddings)
+                .then(|| linear(self.d_model, vocab_size, &output_config, Role::Plain, device)),
         })
     }
 }
@@ -107,19 +88,13 @@ impl<B: Backend> LanguageModel<B> {
     /// # Shapes
     /// - `tokens`: `[batch, len]`
     /// - output: (`[batch, len, vocab]`, `n_layers` × `[batch, heads, len, len]`)
-    pub fn forward_with_attention(
-        &self,
-        tokens: Tensor<B, 2, Int>,
-    ) -> (Tensor<B, 3>, Vec<Tensor<B, 4>>) {
+    pub fn forward_with_attention(&self, tokens: Tensor<B, 2, Int>) -> (Tensor<B, 3>, Vec<Tensor<B, 4>>) {
         self.forward_cached(tokens, &mut self.empty_cache(), None)
     }
 
     /// An empty cache for incremental decoding.
     pub fn empty_cache(&self) -> LmCache<B> {
-        LmCache {
-            layers: vec![None; self.layers.len()],
-            len: 0,
-        }
+        LmCache { layers: vec![None; self.layers.len()], len: 0 }
     }
 
     /// Logits of new positions that continue the cached ones; extends `cache`.
@@ -138,10 +113,7 @@ impl<B: Backend> LanguageModel<B> {
         let [_, new] = tokens.dims();
         let offset = cache.len;
         let device = tokens.device();
-        let x = self.dropout.forward(
-            self.positions
-                .forward(self.embedding.forward(tokens), offset),
-        );
+        let x = self.dropout.forward(self.positions.forward(self.embedding.forward(tokens), offset));
         let causal = causal_mask::<B>(new, offset + new, offset, &device);
         let mask = combine(Some(causal), key_padding.map(crate::mask::padding_mask));
         let mut x = x;
@@ -182,10 +154,7 @@ mod tests {
     use burn::tensor::TensorData;
 
     fn tokens<B: Backend>(ids: &[i64], batch: usize, device: &B::Device) -> Tensor<B, 2, Int> {
-        Tensor::from_data(
-            TensorData::new(ids.to_vec(), [batch, ids.len() / batch]),
-            device,
-        )
+        Tensor::from_data(TensorData::new(ids.to_vec(), [batch, ids.len() / batch]), device)
     }
 
     #[test]
@@ -233,33 +202,17 @@ mod tests {
         };
         let tied = config.init_lm::<TestAutodiffBackend>(7, &device);
         let mut untied = tied.clone();
-        let copy = Tensor::<TestAutodiffBackend, 2>::from_data(
-            tied.embedding.weight.val().into_data(),
-            &device,
-        );
-        untied.output = Some(Linear {
-            weight: burn::module::Param::from_tensor(copy.transpose()),
-            bias: None,
-        });
+        let copy = Tensor::<TestAutodiffBackend, 2>::from_data(tied.embedding.weight.val().into_data(), &device);
+        untied.output = Some(Linear { weight: burn::module::Param::from_tensor(copy.transpose()), bias: None });
         assert_eq!(tied.num_params() + 7 * 8, untied.num_params());
 
         let input = tokens::<TestAutodiffBackend>(&[1, 4, 2, 6, 0, 3], 1, &device);
-        let loss =
-            |m: &LanguageModel<TestAutodiffBackend>| m.forward(input.clone()).powi_scalar(2).mean();
+        let loss = |m: &LanguageModel<TestAutodiffBackend>| m.forward(input.clone()).powi_scalar(2).mean();
         let tied_grads = loss(&tied).backward();
         let untied_grads = loss(&untied).backward();
         let tied_grad = tied.embedding.weight.grad(&tied_grads).unwrap();
         let input_grad = untied.embedding.weight.grad(&untied_grads).unwrap();
-        let output_grad = untied
-            .output
-            .as_ref()
-            .unwrap()
-            .weight
-            .grad(&untied_grads)
-            .unwrap()
-            .transpose();
-        tied_grad
-            .into_data()
-            .assert_approx_eq::<f32>(&(input_grad + output_grad).into_data(), Default::default());
+        let output_grad = untied.output.as_ref().unwrap().weight.grad(&untied_grads).unwrap().transpose();
+        tied_grad.into_data().assert_approx_eq::<f32>(&(input_grad + output_grad).into_data(), Default::default());
     }
 }

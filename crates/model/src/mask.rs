@@ -17,15 +17,9 @@ pub const MASKED_SCORE: f32 = -1.0e9;
 ///
 /// # Shapes
 /// - output: `[1, 1, queries, keys]`
-pub fn causal_mask<B: Backend>(
-    queries: usize,
-    keys: usize,
-    offset: usize,
-    device: &B::Device,
-) -> Tensor<B, 4, Bool> {
+pub fn causal_mask<B: Backend>(queries: usize, keys: usize, offset: usize, device: &B::Device) -> Tensor<B, 4, Bool> {
     // `tril_mask` marks the cells *outside* the lower triangle (key j > query i + offset).
-    Tensor::<B, 2, Bool>::tril_mask([queries, keys], offset as i64, device)
-        .reshape([1, 1, queries, keys])
+    Tensor::<B, 2, Bool>::tril_mask([queries, keys], offset as i64, device).reshape([1, 1, queries, keys])
 }
 
 /// Padding mask from a per-key padding flag (`true` = padding).
@@ -43,15 +37,8 @@ pub fn padding_mask<B: Backend>(key_is_pad: Tensor<B, 2, Bool>) -> Tensor<B, 4, 
 ///
 /// # Shapes
 /// - output: `[lengths.len(), max_len]`
-pub fn padding_from_lengths<B: Backend>(
-    lengths: &[usize],
-    max_len: usize,
-    device: &B::Device,
-) -> Tensor<B, 2, Bool> {
-    let flags: Vec<bool> = lengths
-        .iter()
-        .flat_map(|&len| (0..max_len).map(move |j| j >= len))
-        .collect();
+pub fn padding_from_lengths<B: Backend>(lengths: &[usize], max_len: usize, device: &B::Device) -> Tensor<B, 2, Bool> {
+    let flags: Vec<bool> = lengths.iter().flat_map(|&len| (0..max_len).map(move |j| j >= len)).collect();
     Tensor::from_data(TensorData::new(flags, [lengths.len(), max_len]), device)
 }
 
@@ -60,10 +47,7 @@ pub fn padding_from_lengths<B: Backend>(
 /// # Shapes
 /// - `a`, `b`: broadcastable to a common `[batch, 1 or heads, queries, keys]`
 /// - output: that common shape
-pub fn combine<B: Backend>(
-    a: Option<Tensor<B, 4, Bool>>,
-    b: Option<Tensor<B, 4, Bool>>,
-) -> Option<Tensor<B, 4, Bool>> {
+pub fn combine<B: Backend>(a: Option<Tensor<B, 4, Bool>>, b: Option<Tensor<B, 4, Bool>>) -> Option<Tensor<B, 4, Bool>> {
     match (a, b) {
         (Some(a), Some(b)) => {
             let (da, db) = (a.dims(), b.dims());
@@ -100,21 +84,14 @@ mod tests {
         let device = Default::default();
         // Two new queries at absolute positions 2 and 3, four keys in all.
         let mask = to_vec(causal_mask::<TestBackend>(2, 4, 2, &device));
-        assert_eq!(
-            mask,
-            [false, false, false, true, false, false, false, false]
-        );
+        assert_eq!(mask, [false, false, false, true, false, false, false, false]);
     }
 
     #[test]
     fn padding_and_causal_masks_combine_by_union() {
         let device = Default::default();
         let pad = padding_mask(padding_from_lengths::<TestBackend>(&[3, 1], 3, &device));
-        let both = combine(
-            Some(causal_mask::<TestBackend>(3, 3, 0, &device)),
-            Some(pad),
-        )
-        .unwrap();
+        let both = combine(Some(causal_mask::<TestBackend>(3, 3, 0, &device)), Some(pad)).unwrap();
         assert_eq!(both.dims(), [2, 1, 3, 3]);
         #[rustfmt::skip]
         let expected = [

@@ -61,10 +61,7 @@ impl<B: Backend> NotesCache<B> {
     /// # Shapes
     /// - `indices`: `[new_batch]`
     pub fn select(self, indices: Tensor<B, 1, Int>) -> Self {
-        Self {
-            kv: select_opt(self.kv, &indices),
-            len: self.len,
-        }
+        Self { kv: select_opt(self.kv, &indices), len: self.len }
     }
 }
 
@@ -108,17 +105,11 @@ impl<B: Backend> NotesModel<B> {
     /// # Shapes
     /// - `tokens`: `[batch, new]`
     /// - output: (`[batch, new, vocab]`, `[batch, 1, new, cached + new]`)
-    pub fn forward_cached(
-        &self,
-        tokens: Tensor<B, 2, Int>,
-        cache: &mut NotesCache<B>,
-    ) -> (Tensor<B, 3>, Tensor<B, 4>) {
+    pub fn forward_cached(&self, tokens: Tensor<B, 2, Int>, cache: &mut NotesCache<B>) -> (Tensor<B, 3>, Tensor<B, 4>) {
         let [_, new] = tokens.dims();
         let offset = cache.len;
         // x ← xE + P
-        let x = self
-            .positions
-            .forward(self.embedding.forward(tokens), offset);
+        let x = self.positions.forward(self.embedding.forward(tokens), offset);
         // Q, K, V with a single head: [batch, 1, new, d].
         let q = self.w_q.forward(x.clone()).unsqueeze_dim::<4>(1);
         let kv = KeyValue {
@@ -129,15 +120,10 @@ impl<B: Backend> NotesModel<B> {
         let mask = causal_mask::<B>(new, offset + new, offset, &q.device());
         // h = softmax(QKᵀ/√d_hidden) V
         let no_dropout = DropoutConfig::new(0.0).init();
-        let (h, weights) =
-            scaled_dot_product_attention(q, kv.keys, kv.values, Some(mask), &no_dropout);
+        let (h, weights) = scaled_dot_product_attention(q, kv.keys, kv.values, Some(mask), &no_dropout);
         let h: Tensor<B, 3> = h.squeeze_dim(1);
         // O = ReLU(ReLU(hW₁)W₂)
-        let o = activate(
-            self.w_2
-                .forward(activate(self.w_1.forward(h), self.activation)),
-            self.activation,
-        );
+        let o = activate(self.w_2.forward(activate(self.w_1.forward(h), self.activation)), self.activation);
         cache.len += new;
         // Õ = OEᵀ
         (self.embedding.project(o), weights)
@@ -171,16 +157,9 @@ mod tests {
     #[test]
     fn notes_forward_is_the_notes_equations() {
         let device = Default::default();
-        let config = ModelConfig {
-            d_model: 4,
-            d_ff: 6,
-            ..ModelConfig::notes()
-        };
+        let config = ModelConfig { d_model: 4, d_ff: 6, ..ModelConfig::notes() };
         let model = config.init_notes::<TestBackend>(5, &device);
-        let tokens = Tensor::<TestBackend, 2, Int>::from_data(
-            TensorData::new(vec![3i64, 0, 4], [1, 3]),
-            &device,
-        );
+        let tokens = Tensor::<TestBackend, 2, Int>::from_data(TensorData::new(vec![3i64, 0, 4], [1, 3]), &device);
         let e = model.embedding.weight.val();
         let p = Tensor::<TestBackend, 2>::from_data(
             TensorData::new(crate::positions::sinusoid_table(0, 3, 4), [3, 4]),
@@ -199,7 +178,6 @@ mod tests {
         let o = relu(relu(h.matmul(model.w_1.weight.val())).matmul(model.w_2.weight.val()));
         let expected = o.matmul(e.transpose());
         let got: Tensor<TestBackend, 2> = model.forward(tokens).squeeze_dim(0);
-        got.into_data()
-            .assert_approx_eq::<f32>(&expected.into_data(), Default::default());
+        got.into_data().assert_approx_eq::<f32>(&expected.into_data(), Default::default());
     }
 }

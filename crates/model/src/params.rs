@@ -38,16 +38,8 @@ pub fn count(config: &ModelConfig, vocab_size: usize) -> ParamReport {
     let encoder_layer = attention + ffn + 2 * layer_norm;
     let decoder_layer = 2 * attention + ffn + 3 * layer_norm;
     let embedding = v * d;
-    let positions = if config.positions == Positions::Learned {
-        ctx * d
-    } else {
-        0
-    };
-    let final_norm = if config.norm == NormPosition::Pre {
-        layer_norm
-    } else {
-        0
-    };
+    let positions = if config.positions == Positions::Learned { ctx * d } else { 0 };
+    let final_norm = if config.norm == NormPosition::Pre { layer_norm } else { 0 };
     let output = if config.tie_embeddings { 0 } else { v * d };
 
     // Matrix-product FLOPs per token.
@@ -82,10 +74,7 @@ pub fn count(config: &ModelConfig, vocab_size: usize) -> ParamReport {
             (params, flops)
         }
     };
-    ParamReport {
-        params,
-        flops_per_token,
-    }
+    ParamReport { params, flops_per_token }
 }
 
 #[cfg(test)]
@@ -124,16 +113,10 @@ mod tests {
     /// separately (4·n_ctx·d per layer).
     #[test]
     fn lm_flops_per_token_follow_kaplan() {
-        let config = ModelConfig {
-            bias: false,
-            ..ModelConfig::nanogpt_cpu()
-        };
+        let config = ModelConfig { bias: false, ..ModelConfig::nanogpt_cpu() };
         let report = count(&config, 65);
         let (d, ctx, n, v) = (128u64, 64u64, 4u64, 65u64);
         let non_embedding = n * (4 * d * d + 2 * d * 4 * d);
-        assert_eq!(
-            report.flops_per_token,
-            2 * non_embedding + n * 4 * ctx * d + 2 * d * v
-        );
+        assert_eq!(report.flops_per_token, 2 * non_embedding + n * 4 * ctx * d + 2 * d * v);
     }
 }

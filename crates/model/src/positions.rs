@@ -26,11 +26,7 @@ impl<B: Backend> PositionalEncoding<B> {
             Positions::Learned => Some(table(config.block_size, config, device)),
             Positions::Sinusoidal | Positions::None => None,
         };
-        Self {
-            learned,
-            kind: config.positions,
-            block_size: config.block_size,
-        }
+        Self { learned, kind: config.positions, block_size: config.block_size }
     }
 
     /// Longest sequence this encoding supports (`None`: unbounded).
@@ -52,8 +48,7 @@ impl<B: Backend> PositionalEncoding<B> {
             Positions::None => x,
             Positions::Sinusoidal => {
                 let table = sinusoid_table(offset, len, d_model);
-                let p =
-                    Tensor::<B, 2>::from_data(TensorData::new(table, [len, d_model]), &x.device());
+                let p = Tensor::<B, 2>::from_data(TensorData::new(table, [len, d_model]), &x.device());
                 x + p.unsqueeze::<3>()
             }
             Positions::Learned => {
@@ -63,11 +58,7 @@ impl<B: Backend> PositionalEncoding<B> {
                     "sequence reaches position {end}, beyond model.block_size = {}",
                     self.block_size
                 );
-                let weight = self
-                    .learned
-                    .as_ref()
-                    .expect("learned positions have a table")
-                    .val();
+                let weight = self.learned.as_ref().expect("learned positions have a table").val();
                 x + weight.slice(offset..end).unsqueeze::<3>()
             }
         }
@@ -109,18 +100,11 @@ mod tests {
     fn offset_forward_equals_slice_of_full_forward() {
         let device = Default::default();
         for positions in [Positions::Sinusoidal, Positions::Learned] {
-            let config = ModelConfig {
-                d_model: 6,
-                positions,
-                block_size: 8,
-                ..ModelConfig::base()
-            };
+            let config = ModelConfig { d_model: 6, positions, block_size: 8, ..ModelConfig::base() };
             let pe = PositionalEncoding::<TestBackend>::new(&config, &device);
             let full = pe.forward(Tensor::zeros([1, 5, 6], &device), 0);
             let part = pe.forward(Tensor::zeros([1, 2, 6], &device), 3);
-            full.slice([0..1, 3..5])
-                .into_data()
-                .assert_approx_eq::<f32>(&part.into_data(), Default::default());
+            full.slice([0..1, 3..5]).into_data().assert_approx_eq::<f32>(&part.into_data(), Default::default());
         }
     }
 }

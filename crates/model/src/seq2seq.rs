@@ -63,17 +63,9 @@ impl<B: Backend> Seq2seqCache<B> {
     /// - `indices`: `[new_batch]`
     pub fn select(self, indices: Tensor<B, 1, Int>) -> Self {
         Self {
-            memory: self
-                .memory
-                .into_iter()
-                .map(|kv| kv.select(indices.clone()))
-                .collect(),
+            memory: self.memory.into_iter().map(|kv| kv.select(indices.clone())).collect(),
             source_padding: self.source_padding.map(|p| p.select(0, indices.clone())),
-            layers: self
-                .layers
-                .into_iter()
-                .map(|c| select_opt(c, &indices))
-                .collect(),
+            layers: self.layers.into_iter().map(|c| select_opt(c, &indices)).collect(),
             len: self.len,
         }
     }
@@ -85,32 +77,17 @@ impl ModelConfig {
     ///
     /// `self` should have passed [`ModelConfig::validate`]: an invalid configuration (say
     /// `d_model % n_heads != 0`) panics here or in `forward`.
-    pub fn init_seq2seq<B: Backend>(
-        &self,
-        vocab_size: usize,
-        device: &B::Device,
-    ) -> TranslationModel<B> {
-        let output_config = ModelConfig {
-            bias: false,
-            ..self.clone()
-        };
+    pub fn init_seq2seq<B: Backend>(&self, vocab_size: usize, device: &B::Device) -> TranslationModel<B> {
+        let output_config = ModelConfig { bias: false, ..self.clone() };
         materialize(TranslationModel {
-            source_embedding: (!self.share_embeddings)
-                .then(|| TokenEmbedding::new(vocab_size, self, device)),
+            source_embedding: (!self.share_embeddings).then(|| TokenEmbedding::new(vocab_size, self, device)),
             target_embedding: TokenEmbedding::new(vocab_size, self, device),
             positions: PositionalEncoding::new(self, device),
             dropout: DropoutConfig::new(self.dropout).init(),
             encoder: Encoder::new(self, device),
             decoder: Decoder::new(self, device),
-            output: (!self.tie_embeddings).then(|| {
-                linear(
-                    self.d_model,
-                    vocab_size,
-                    &output_config,
-                    Role::Plain,
-                    device,
-                )
-            }),
+            output: (!self.tie_embeddings)
+                .then(|| linear(self.d_model, vocab_size, &output_config, Role::Plain, device)),
         })
     }
 }
@@ -129,8 +106,7 @@ impl<B: Backend> TranslationModel<B> {
         source_padding: Option<Tensor<B, 2, Bool>>,
         target: Tensor<B, 2, Int>,
     ) -> Tensor<B, 3> {
-        self.forward_with_attention(source, source_padding, target)
-            .logits
+        self.forward_with_attention(source, source_padding, target).logits
     }
 
     /// Logits and all attention weights (for heat maps).
@@ -160,11 +136,7 @@ impl<B: Backend> TranslationModel<B> {
     /// - `source`: `[batch, source_len]`
     /// - `source_padding`: `[batch, source_len]`, `true` = padding
     /// - output: [`Memory`] with `x` `[batch, source_len, d_model]`
-    pub fn encode(
-        &self,
-        source: Tensor<B, 2, Int>,
-        source_padding: Option<Tensor<B, 2, Bool>>,
-    ) -> Memory<B> {
+    pub fn encode(&self, source: Tensor<B, 2, Int>, source_padding: Option<Tensor<B, 2, Bool>>) -> Memory<B> {
         self.encode_with_attention(source, source_padding).0
     }
 
@@ -173,22 +145,11 @@ impl<B: Backend> TranslationModel<B> {
         source: Tensor<B, 2, Int>,
         source_padding: Option<Tensor<B, 2, Bool>>,
     ) -> (Memory<B>, Vec<Tensor<B, 4>>) {
-        let embedding = self
-            .source_embedding
-            .as_ref()
-            .unwrap_or(&self.target_embedding);
-        let x = self
-            .dropout
-            .forward(self.positions.forward(embedding.forward(source), 0));
+        let embedding = self.source_embedding.as_ref().unwrap_or(&self.target_embedding);
+        let x = self.dropout.forward(self.positions.forward(embedding.forward(source), 0));
         let mask = source_padding.clone().map(padding_mask);
         let (x, weights) = self.encoder.forward(x, mask);
-        (
-            Memory {
-                x,
-                padding: source_padding,
-            },
-            weights,
-        )
+        (Memory { x, padding: source_padding }, weights)
     }
 
     /// The decoding state for `memory`: projects it once into each layer's keys and values.
@@ -206,11 +167,7 @@ impl<B: Backend> TranslationModel<B> {
     /// # Shapes
     /// - `target`: `[batch, new]`
     /// - output: `[batch, new, vocab]`
-    pub fn forward_cached(
-        &self,
-        target: Tensor<B, 2, Int>,
-        cache: &mut Seq2seqCache<B>,
-    ) -> Tensor<B, 3> {
+    pub fn forward_cached(&self, target: Tensor<B, 2, Int>, cache: &mut Seq2seqCache<B>) -> Tensor<B, 3> {
         self.decode_step(target, cache).0
     }
 
@@ -226,13 +183,8 @@ impl<B: Backend> TranslationModel<B> {
         let x = self.dropout.forward(self.positions.forward(x, offset));
         let self_mask = causal_mask::<B>(new, offset + new, offset, &x.device());
         let cross_mask = cache.source_padding.clone().map(padding_mask);
-        let (x, outputs) = self.decoder.forward_cached(
-            x,
-            &cache.memory,
-            Some(self_mask),
-            cross_mask,
-            &mut cache.layers,
-        );
+        let (x, outputs) =
+            self.decoder.forward_cached(x, &cache.memory, Some(self_mask), cross_mask, &mut cache.layers);
         cache.len += new;
         let logits = match &self.output {
             Some(output) => output.forward(x),
@@ -240,12 +192,7 @@ impl<B: Backend> TranslationModel<B> {
         };
         let (self_weights, cross_weights) = outputs
             .into_iter()
-            .map(|o| {
-                (
-                    o.self_weights,
-                    o.cross_weights.expect("decoder layers cross-attend"),
-                )
-            })
+            .map(|o| (o.self_weights, o.cross_weights.expect("decoder layers cross-attend")))
             .unzip();
         (logits, self_weights, cross_weights)
     }
@@ -303,19 +250,14 @@ mod tests {
         ] {
             let config = small(share, tie, norm, bias);
             let model = config.init_seq2seq::<TestBackend>(13, &device);
-            assert_eq!(
-                model.num_params() as u64,
-                count(&config, 13).params,
-                "{config:?}"
-            );
+            assert_eq!(model.num_params() as u64, count(&config, 13).params, "{config:?}");
         }
     }
 
     #[test]
     fn seq2seq_shapes_and_attention_weights() {
         let device = Default::default();
-        let model =
-            small(true, true, NormPosition::Post, true).init_seq2seq::<TestBackend>(13, &device);
+        let model = small(true, true, NormPosition::Post, true).init_seq2seq::<TestBackend>(13, &device);
         let source = Tensor::<TestBackend, 2, Int>::ones([2, 5], &device);
         let target = Tensor::<TestBackend, 2, Int>::ones([2, 3], &device);
         let out = model.forward_with_attention(source, None, target);

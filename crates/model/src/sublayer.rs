@@ -9,10 +9,7 @@ use crate::config::{ModelConfig, NormPosition};
 
 /// A LayerNorm with `config`'s epsilon and bias setting.
 pub fn layer_norm<B: Backend>(config: &ModelConfig, device: &B::Device) -> LayerNorm<B> {
-    LayerNormConfig::new(config.d_model)
-        .with_epsilon(config.norm_eps)
-        .with_bias(config.bias)
-        .init(device)
+    LayerNormConfig::new(config.d_model).with_epsilon(config.norm_eps).with_bias(config.bias).init(device)
 }
 
 /// Wraps `sublayer` in dropout, a residual connection and `norm` at `position`; passes the

@@ -41,14 +41,7 @@ fn gpu() -> burn::tensor::ops::Device<Gpu> {
 /// nanoGPT-style language model, tiny: pre-norm, GELU, learned positions, no biases, tied
 /// embeddings, final LayerNorm (d_model 16, 2 heads, 2 layers).
 fn lm_config() -> ModelConfig {
-    ModelConfig {
-        d_model: 16,
-        n_heads: 2,
-        n_layers: 2,
-        d_ff: 32,
-        block_size: 8,
-        ..ModelConfig::nanogpt_cpu()
-    }
+    ModelConfig { d_model: 16, n_heads: 2, n_layers: 2, d_ff: 32, block_size: 8, ..ModelConfig::nanogpt_cpu() }
 }
 
 /// The paper's encoder-decoder, tiny: post-norm, ReLU, sinusoidal positions, biases, shared and
@@ -74,8 +67,7 @@ fn carry<B1: Backend, B2: Backend, M1: Module<B1>, M2: Module<B2>>(
     device: &B2::Device,
 ) -> M2 {
     let recorder = NamedMpkBytesRecorder::<FullPrecisionSettings>::default();
-    let bytes = Recorder::<B1>::record(&recorder, cpu_module.into_record(), ())
-        .expect("the record serializes");
+    let bytes = Recorder::<B1>::record(&recorder, cpu_module.into_record(), ()).expect("the record serializes");
     let record = Recorder::<B2>::load(&recorder, bytes, device).expect("the record loads");
     empty.load_record(record)
 }
@@ -91,10 +83,7 @@ fn assert_agree<const D: usize>(what: &str, cpu: Tensor<Cpu, D>, gpu: Tensor<Gpu
     let (cpu, gpu) = (cpu.into_data(), gpu.into_data());
     assert_eq!(cpu.shape, gpu.shape, "{what}: shapes differ");
     let values = gpu.to_vec::<f32>().expect("f32 data");
-    assert!(
-        values.iter().all(|v| v.is_finite()),
-        "{what}: wgpu gave a non-finite value"
-    );
+    assert!(values.iter().all(|v| v.is_finite()), "{what}: wgpu gave a non-finite value");
     cpu.assert_approx_eq::<f32>(&gpu, tolerance());
 }
 
@@ -104,8 +93,7 @@ fn ndarray_and_wgpu_agree_on_lm_logits() {
     config.validate().unwrap();
     Cpu::seed(&cpu(), SEED);
     let on_cpu = config.init_lm::<Cpu>(VOCAB, &cpu());
-    let on_gpu =
-        carry::<Cpu, Gpu, _, _>(on_cpu.clone(), config.init_lm::<Gpu>(VOCAB, &gpu()), &gpu());
+    let on_gpu = carry::<Cpu, Gpu, _, _>(on_cpu.clone(), config.init_lm::<Gpu>(VOCAB, &gpu()), &gpu());
 
     let logits_cpu = on_cpu.forward(ints(&TOKENS, [2, 5], &cpu()));
     let logits_gpu = on_gpu.forward(ints(&TOKENS, [2, 5], &gpu()));
@@ -120,23 +108,14 @@ fn ndarray_and_wgpu_agree_on_attention_weights() {
     let config = lm_config();
     Cpu::seed(&cpu(), SEED);
     let lm_cpu = config.init_lm::<Cpu>(VOCAB, &cpu());
-    let lm_gpu =
-        carry::<Cpu, Gpu, _, _>(lm_cpu.clone(), config.init_lm::<Gpu>(VOCAB, &gpu()), &gpu());
-    let pad = [
-        true, false, false, false, false, false, false, false, false, false,
-    ];
+    let lm_gpu = carry::<Cpu, Gpu, _, _>(lm_cpu.clone(), config.init_lm::<Gpu>(VOCAB, &gpu()), &gpu());
+    let pad = [true, false, false, false, false, false, false, false, false, false];
     let pad_cpu = Tensor::<Cpu, 2, Bool>::from_data(TensorData::new(pad.to_vec(), [2, 5]), &cpu());
     let pad_gpu = Tensor::<Gpu, 2, Bool>::from_data(TensorData::new(pad.to_vec(), [2, 5]), &gpu());
-    let (_, weights_cpu) = lm_cpu.forward_cached(
-        ints(&TOKENS, [2, 5], &cpu()),
-        &mut lm_cpu.empty_cache(),
-        Some(pad_cpu),
-    );
-    let (_, weights_gpu) = lm_gpu.forward_cached(
-        ints(&TOKENS, [2, 5], &gpu()),
-        &mut lm_gpu.empty_cache(),
-        Some(pad_gpu),
-    );
+    let (_, weights_cpu) =
+        lm_cpu.forward_cached(ints(&TOKENS, [2, 5], &cpu()), &mut lm_cpu.empty_cache(), Some(pad_cpu));
+    let (_, weights_gpu) =
+        lm_gpu.forward_cached(ints(&TOKENS, [2, 5], &gpu()), &mut lm_gpu.empty_cache(), Some(pad_gpu));
     assert_eq!(weights_cpu.len(), 2);
     for (layer, (w_cpu, w_gpu)) in weights_cpu.into_iter().zip(weights_gpu).enumerate() {
         assert_eq!(w_cpu.dims(), [2, 2, 5, 5]);
@@ -147,11 +126,7 @@ fn ndarray_and_wgpu_agree_on_attention_weights() {
     let config = seq2seq_config();
     Cpu::seed(&cpu(), SEED);
     let mt_cpu = config.init_seq2seq::<Cpu>(VOCAB, &cpu());
-    let mt_gpu = carry::<Cpu, Gpu, _, _>(
-        mt_cpu.clone(),
-        config.init_seq2seq::<Gpu>(VOCAB, &gpu()),
-        &gpu(),
-    );
+    let mt_gpu = carry::<Cpu, Gpu, _, _>(mt_cpu.clone(), config.init_seq2seq::<Gpu>(VOCAB, &gpu()), &gpu());
     let target = [1, 6, 2, 8, 1, 5];
     let out_cpu = mt_cpu.forward_with_attention(
         ints(&TOKENS, [2, 5], &cpu()),
@@ -164,21 +139,9 @@ fn ndarray_and_wgpu_agree_on_attention_weights() {
         ints(&target, [2, 3], &gpu()),
     );
     let kinds = [
-        (
-            "encoder self-attention",
-            out_cpu.encoder_weights,
-            out_gpu.encoder_weights,
-        ),
-        (
-            "decoder self-attention",
-            out_cpu.decoder_self_weights,
-            out_gpu.decoder_self_weights,
-        ),
-        (
-            "decoder cross-attention",
-            out_cpu.decoder_cross_weights,
-            out_gpu.decoder_cross_weights,
-        ),
+        ("encoder self-attention", out_cpu.encoder_weights, out_gpu.encoder_weights),
+        ("decoder self-attention", out_cpu.decoder_self_weights, out_gpu.decoder_self_weights),
+        ("decoder cross-attention", out_cpu.decoder_cross_weights, out_gpu.decoder_cross_weights),
     ];
     for (kind, all_cpu, all_gpu) in kinds {
         assert_eq!(all_cpu.len(), 2, "{kind}: one tensor per layer");
@@ -194,11 +157,7 @@ fn ndarray_and_wgpu_agree_on_seq2seq_logits() {
     config.validate().unwrap();
     Cpu::seed(&cpu(), SEED);
     let on_cpu = config.init_seq2seq::<Cpu>(VOCAB, &cpu());
-    let on_gpu = carry::<Cpu, Gpu, _, _>(
-        on_cpu.clone(),
-        config.init_seq2seq::<Gpu>(VOCAB, &gpu()),
-        &gpu(),
-    );
+    let on_gpu = carry::<Cpu, Gpu, _, _>(on_cpu.clone(), config.init_seq2seq::<Gpu>(VOCAB, &gpu()), &gpu());
     let target = [1, 6, 2, 8, 1, 5, 9, 4];
     let logits_cpu = on_cpu.forward(
         ints(&TOKENS, [2, 5], &cpu()),
@@ -220,20 +179,13 @@ fn ndarray_and_wgpu_agree_on_cached_decoding_logits() {
     let config = lm_config();
     Cpu::seed(&cpu(), SEED);
     let on_cpu = config.init_lm::<Cpu>(VOCAB, &cpu());
-    let on_gpu =
-        carry::<Cpu, Gpu, _, _>(on_cpu.clone(), config.init_lm::<Gpu>(VOCAB, &gpu()), &gpu());
+    let on_gpu = carry::<Cpu, Gpu, _, _>(on_cpu.clone(), config.init_lm::<Gpu>(VOCAB, &gpu()), &gpu());
     let (mut cache_cpu, mut cache_gpu) = (on_cpu.empty_cache(), on_gpu.empty_cache());
     let steps: [(&[i64], usize); 3] = [(&[1, 4, 9, 3, 3, 10], 3), (&[2, 0], 1), (&[7, 5], 1)];
     for (step, (ids, new)) in steps.into_iter().enumerate() {
-        let (logits_cpu, _) =
-            on_cpu.forward_cached(ints(ids, [2, new], &cpu()), &mut cache_cpu, None);
-        let (logits_gpu, _) =
-            on_gpu.forward_cached(ints(ids, [2, new], &gpu()), &mut cache_gpu, None);
-        assert_agree(
-            &format!("cached step {step} logits"),
-            logits_cpu,
-            logits_gpu,
-        );
+        let (logits_cpu, _) = on_cpu.forward_cached(ints(ids, [2, new], &cpu()), &mut cache_cpu, None);
+        let (logits_gpu, _) = on_gpu.forward_cached(ints(ids, [2, new], &gpu()), &mut cache_gpu, None);
+        assert_agree(&format!("cached step {step} logits"), logits_cpu, logits_gpu);
     }
 }
 
@@ -245,8 +197,7 @@ struct Gradients<'a, B: AutodiffBackend> {
 
 impl<B: AutodiffBackend> ModuleVisitor<B> for Gradients<'_, B> {
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
-        self.out
-            .push(param.val().grad(self.grads).map(|g| g.into_data()));
+        self.out.push(param.val().grad(self.grads).map(|g| g.into_data()));
     }
 }
 
@@ -260,10 +211,7 @@ fn lm_gradients<B: AutodiffBackend>(
     let log_probs = log_softmax(lm.forward(inputs), 2);
     let loss = log_probs.gather(2, targets.unsqueeze_dim(2)).mean().neg();
     let grads = loss.backward();
-    let mut visitor = Gradients::<B> {
-        grads: &grads,
-        out: Vec::new(),
-    };
+    let mut visitor = Gradients::<B> { grads: &grads, out: Vec::new() };
     lm.visit(&mut visitor);
     visitor.out
 }
@@ -277,18 +225,11 @@ fn ndarray_and_wgpu_agree_on_lm_gradients() {
     let config = lm_config();
     Cpu::seed(&cpu(), SEED);
     let on_cpu = config.init_lm::<CpuAd>(VOCAB, &cpu());
-    let on_gpu = carry::<CpuAd, GpuAd, _, _>(
-        on_cpu.clone(),
-        config.init_lm::<GpuAd>(VOCAB, &gpu()),
-        &gpu(),
-    );
+    let on_gpu = carry::<CpuAd, GpuAd, _, _>(on_cpu.clone(), config.init_lm::<GpuAd>(VOCAB, &gpu()), &gpu());
     let grads_cpu = lm_gradients(&on_cpu, &cpu());
     let grads_gpu = lm_gradients(&on_gpu, &gpu());
     assert_eq!(grads_cpu.len(), grads_gpu.len());
-    assert!(
-        grads_cpu.iter().all(Option::is_some),
-        "every parameter gets a gradient"
-    );
+    assert!(grads_cpu.iter().all(Option::is_some), "every parameter gets a gradient");
     for (i, (g_cpu, g_gpu)) in grads_cpu.into_iter().zip(grads_gpu).enumerate() {
         let (g_cpu, g_gpu) = (g_cpu.unwrap(), g_gpu.expect("wgpu gives the gradient too"));
         assert!(

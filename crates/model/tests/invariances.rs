@@ -30,10 +30,7 @@ fn device() -> burn::tensor::ops::Device<TestBackend> {
 }
 
 fn tokens(ids: &[i64], batch: usize) -> Tensor<TestBackend, 2, Int> {
-    Tensor::from_data(
-        TensorData::new(ids.to_vec(), [batch, ids.len() / batch]),
-        &device(),
-    )
+    Tensor::from_data(TensorData::new(ids.to_vec(), [batch, ids.len() / batch]), &device())
 }
 
 fn floats(values: Vec<f32>, shape: [usize; 3]) -> T3 {
@@ -41,17 +38,13 @@ fn floats(values: Vec<f32>, shape: [usize; 3]) -> T3 {
 }
 
 fn assert_close<const D: usize>(a: Tensor<TestBackend, D>, b: Tensor<TestBackend, D>) {
-    a.into_data()
-        .assert_approx_eq::<f32>(&b.into_data(), Tolerance::rel_abs(1e-4, 1e-4));
+    a.into_data().assert_approx_eq::<f32>(&b.into_data(), Tolerance::rel_abs(1e-4, 1e-4));
 }
 
 /// Rows of `x` (`[1, len, d]`) in the order `perm`.
 fn permute_rows(x: T3, perm: &[usize]) -> T3 {
     let idx = Tensor::<TestBackend, 1, Int>::from_data(
-        TensorData::new(
-            perm.iter().map(|&i| i as i64).collect::<Vec<_>>(),
-            [perm.len()],
-        ),
+        TensorData::new(perm.iter().map(|&i| i as i64).collect::<Vec<_>>(), [perm.len()]),
         &device(),
     );
     x.select(1, idx)
@@ -87,9 +80,7 @@ fn permutation(len: usize, seed: u64) -> Vec<usize> {
     let mut perm: Vec<usize> = (0..len).collect();
     let mut state = seed | 1;
     for i in (1..len).rev() {
-        state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         perm.swap(i, (state >> 33) as usize % (i + 1));
     }
     perm

@@ -17,7 +17,12 @@ use crate::checkpoint::{self, CheckpointError};
 type Recorder = NamedMpkFileRecorder<FullPrecisionSettings>;
 
 /// Loads the language model saved in checkpoint directory `dir`.
-pub fn load_model<B: Backend>(config: &ModelConfig, vocab: usize, dir: &Path, device: &B::Device) -> Result<DecoderOnly<B>, CheckpointError> {
+pub fn load_model<B: Backend>(
+    config: &ModelConfig,
+    vocab: usize,
+    dir: &Path,
+    device: &B::Device,
+) -> Result<DecoderOnly<B>, CheckpointError> {
     let model = config.init_decoder_only::<B>(vocab, device).ok_or_else(|| CheckpointError::Corrupt {
         path: dir.to_path_buf(),
         message: "model.arch = \"seq2seq\" is not a language model".into(),

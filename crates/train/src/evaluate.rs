@@ -17,8 +17,8 @@ use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{ElementConversion, Int, Tensor, TensorData, TensorPrimitive};
 
 use crate::data::lm_dataset::{load_lm as load_dataset, read_text, text_counts, DataError};
-use crate::lm_eval::{score, Scored};
 use crate::error::TrainError;
+use crate::lm_eval::{score, Scored};
 use crate::objective::cross_entropy;
 use crate::trained::load_lm;
 
@@ -59,7 +59,11 @@ pub fn eval_lm<B: AutodiffBackend>(
             })?;
             if ids.len() < 2 {
                 let what = format!("{} (--data)", path.display());
-                return Err(TrainError::TooShort { what, len: ids.len(), needs: "scoring: at least 2 are needed".into() });
+                return Err(TrainError::TooShort {
+                    what,
+                    len: ids.len(),
+                    needs: "scoring: at least 2 are needed".into(),
+                });
             }
             (ids, text_counts(&text, config.data.tokenizer), 0, path.display().to_string())
         }
@@ -82,7 +86,15 @@ pub fn eval_lm<B: AutodiffBackend>(
     let dynamic = dynamic.then(|| {
         let segment = config.eval.dynamic_segment.min(block);
         let same_segments = score(&inner, &stream, segment, config.eval.batch_size, min_context, 0, device);
-        let adapted = dynamic_score(trained.model.clone(), &stream, segment, min_context, config.eval.dynamic_lr, config.eval.dynamic_decay, device);
+        let adapted = dynamic_score(
+            trained.model.clone(),
+            &stream,
+            segment,
+            min_context,
+            config.eval.dynamic_lr,
+            config.eval.dynamic_decay,
+            device,
+        );
         (report(same_segments), report(adapted))
     });
     Ok(EvalReport { split: name, report: report(scored), dynamic })
@@ -113,7 +125,12 @@ fn dynamic_score<B: AutodiffBackend>(
     let mut start = 0;
     while start + 1 < stream.len() {
         let len = segment.min(stream.len() - 1 - start);
-        let to = |v: &[u32]| Tensor::<B, 2, Int>::from_data(TensorData::new(v.iter().map(|&t| t as i64).collect::<Vec<_>>(), [1, len]), device);
+        let to = |v: &[u32]| {
+            Tensor::<B, 2, Int>::from_data(
+                TensorData::new(v.iter().map(|&t| t as i64).collect::<Vec<_>>(), [1, len]),
+                device,
+            )
+        };
         let (x, y) = (to(&stream[start..start + len]), to(&stream[start + 1..start + len + 1]));
         let weights: Vec<f32> = (0..len).map(|t| if t + 1 >= min_context { 1.0 } else { 0.0 }).collect();
         let counted: f64 = weights.iter().map(|&w| w as f64).sum();

@@ -50,21 +50,23 @@ pub fn fit<B: AutodiffBackend, T: Task<B>>(
     let model = task.init(device);
     let (mut model, mut optim, mut state) =
         run::start(config, opts, model, Optim::new(t), &log, device, observer, |dir| task.write_vocab(dir))?;
-    let summary = |state: &TrainState, valid: Option<T::Valid>, sample, flags: (bool, bool, Option<&'static str>)| Summary {
-        step: state.step,
-        wall_s: state.wall_s,
-        tokens: state.tokens,
-        params: report.params,
-        train_flops: 3.0 * report.flops_per_token as f64 * state.tokens as f64,
-        valid,
-        sample,
-        early_stopped: flags.0,
-        interrupted: flags.1,
-        already_done: flags.2,
-    };
+    let summary =
+        |state: &TrainState, valid: Option<T::Valid>, sample, flags: (bool, bool, Option<&'static str>)| Summary {
+            step: state.step,
+            wall_s: state.wall_s,
+            tokens: state.tokens,
+            params: report.params,
+            train_flops: 3.0 * report.flops_per_token as f64 * state.tokens as f64,
+            valid,
+            sample,
+            early_stopped: flags.0,
+            interrupted: flags.1,
+            already_done: flags.2,
+        };
     if let Some(reason) = state.finished(t) {
         observer.note(&format!("the run already finished at step {} ({reason}); nothing to do", state.step));
-        let valid = if task.cheap_validation() { Some(task.validate(&optim.eval_weights(&model), device)?) } else { None };
+        let valid =
+            if task.cheap_validation() { Some(task.validate(&optim.eval_weights(&model), device)?) } else { None };
         let sample = valid.as_ref().map(|v| task.sample(&model, v, device));
         return Ok(summary(&state, valid, sample, (false, false, Some(reason))));
     }

@@ -22,13 +22,21 @@ pub struct GenerateOptions {
 }
 
 /// The prompt followed by its sampled continuation, as text.
-pub fn generate<B: Backend>(run: &Path, prompt: &str, options: &GenerateOptions, device: &B::Device) -> Result<String, TrainError> {
+pub fn generate<B: Backend>(
+    run: &Path,
+    prompt: &str,
+    options: &GenerateOptions,
+    device: &B::Device,
+) -> Result<String, TrainError> {
     let trained = load_lm::<B>(run, device)?;
     let ids = trained.vocab.encode_prompt(prompt).map_err(|s| TrainError::Prompt(PromptError::UnknownSymbol(s)))?;
     if ids.is_empty() {
         return Err(TrainError::Prompt(PromptError::Empty));
     }
-    let x = Tensor::<B, 2, Int>::from_data(TensorData::new(ids.iter().map(|&t| t as i64).collect::<Vec<_>>(), [1, ids.len()]), device);
+    let x = Tensor::<B, 2, Int>::from_data(
+        TensorData::new(ids.iter().map(|&t| t as i64).collect::<Vec<_>>(), [1, ids.len()]),
+        device,
+    );
     let sampled = sample(
         &trained.model,
         trained.model.empty_cache(),

@@ -16,8 +16,8 @@ use burn::tensor::{Bool, ElementConversion, Int, Tensor, TensorData};
 use crate::data::mt_batches::{pad_batch, MtBatch, Pair};
 use crate::data::mt_dataset::{mt_text_splits, MtTokenizer, IDS};
 use crate::data::synthetic::TextPairs;
-use crate::evaluate::Split;
 use crate::error::TrainError;
+use crate::evaluate::Split;
 use crate::objective::cross_entropy;
 use crate::translate::{check_lengths, load_mt_run, translate, TranslateOptions};
 
@@ -28,20 +28,29 @@ pub(crate) fn forward_batch<B: Backend>(
     device: &B::Device,
 ) -> (Tensor<B, 3>, Tensor<B, 2, Int>, Tensor<B, 2>, f64) {
     let ints = |v: &[u32], cols: usize| {
-        Tensor::<B, 2, Int>::from_data(TensorData::new(v.iter().map(|&t| t as i64).collect::<Vec<_>>(), [batch.rows, cols]), device)
+        Tensor::<B, 2, Int>::from_data(
+            TensorData::new(v.iter().map(|&t| t as i64).collect::<Vec<_>>(), [batch.rows, cols]),
+            device,
+        )
     };
     let padding: Vec<bool> = batch.source.iter().map(|&t| t == IDS.pad).collect();
     let padding = Tensor::<B, 2, Bool>::from_data(TensorData::new(padding, [batch.rows, batch.src_len]), device);
     let weights: Vec<f32> = batch.target_out.iter().map(|&t| if t == IDS.pad { 0.0 } else { 1.0 }).collect();
     let n = weights.iter().map(|&w| w as f64).sum();
     let weights = Tensor::<B, 2>::from_data(TensorData::new(weights, [batch.rows, batch.tgt_len]), device);
-    let logits = model.forward(ints(&batch.source, batch.src_len), Some(padding), ints(&batch.target_in, batch.tgt_len));
+    let logits =
+        model.forward(ints(&batch.source, batch.src_len), Some(padding), ints(&batch.target_in, batch.tgt_len));
     (logits, ints(&batch.target_out, batch.tgt_len), weights, n)
 }
 
 /// Plain cross-entropy (no label smoothing) of `pairs`, nats per target token (EOS included),
 /// and the number of target tokens.
-pub fn teacher_forced_loss<B: Backend>(model: &TranslationModel<B>, pairs: &[Pair], batch_size: usize, device: &B::Device) -> (f64, u64) {
+pub fn teacher_forced_loss<B: Backend>(
+    model: &TranslationModel<B>,
+    pairs: &[Pair],
+    batch_size: usize,
+    device: &B::Device,
+) -> (f64, u64) {
     let indices: Vec<usize> = (0..pairs.len()).collect();
     let (mut nll, mut n) = (0.0, 0.0);
     for chunk in indices.chunks(batch_size.max(1)) {
@@ -135,5 +144,12 @@ pub fn eval_mt<B: Backend>(
     let (loss, tokens) = teacher_forced_loss(&trained.model, &pairs, trained.config.eval.batch_size, device);
     let options = options.unwrap_or_else(|| TranslateOptions::from(&trained.config.decode));
     let (_, scores) = translate_and_score(&trained.model, &trained.tokenizer, &text, &options, device)?;
-    Ok(MtEvalReport { split: name.into(), loss, tokens, scores, sentences: text.len(), weights: trained.weights.display().to_string() })
+    Ok(MtEvalReport {
+        split: name.into(),
+        loss,
+        tokens,
+        scores,
+        sentences: text.len(),
+        weights: trained.weights.display().to_string(),
+    })
 }

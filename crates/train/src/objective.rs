@@ -45,11 +45,7 @@ pub fn cross_entropy<B: Backend>(
         Some((w, count)) => (per_position * w.clone(), nll * w, count),
         None => (per_position, nll, (batch * len) as f64),
     };
-    Losses {
-        objective: weighted.sum().div_scalar(count.max(1.0)),
-        nll_sum: weighted_nll.sum(),
-        count,
-    }
+    Losses { objective: weighted.sum().div_scalar(count.max(1.0)), nll_sum: weighted_nll.sum(), count }
 }
 
 #[cfg(test)]

@@ -9,10 +9,10 @@
 //! - **averaged SGD** ([`crate::asgd`]): SGD steps plus the running mean of the iterates.
 
 use burn::module::{AutodiffModule, ModuleMapper, ModuleVisitor, Param};
-use burn::optim::momentum::MomentumConfig;
-use burn::optim::decay::WeightDecayConfig;
-use burn::optim::{Adam, AdamConfig, AdamW, AdamWConfig, GradientsParams, Optimizer, Sgd, SgdConfig};
 use burn::optim::adaptor::OptimizerAdaptor;
+use burn::optim::decay::WeightDecayConfig;
+use burn::optim::momentum::MomentumConfig;
+use burn::optim::{Adam, AdamConfig, AdamW, AdamWConfig, GradientsParams, Optimizer, Sgd, SgdConfig};
 use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder, Recorder, RecorderError};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::Tensor;
@@ -61,11 +61,8 @@ impl<B: AutodiffBackend, M: AutodiffModule<B>> Optim<B, M> {
         match self {
             Optim::Adam(o) => o.step(lr, module, grads),
             Optim::AdamW(o, decay) => {
-                let module = if *decay > 0.0 {
-                    module.map(&mut DecayMatrices { factor: 1.0 - lr * *decay })
-                } else {
-                    module
-                };
+                let module =
+                    if *decay > 0.0 { module.map(&mut DecayMatrices { factor: 1.0 - lr * *decay }) } else { module };
                 o.step(lr, module, grads)
             }
             Optim::Sgd(o) => o.step(lr, module, grads),
@@ -117,7 +114,9 @@ impl<B: AutodiffBackend, M: AutodiffModule<B>> Optim<B, M> {
             Optim::Sgd(o) => Optim::Sgd(o.load_record(Recorder::<B>::load(&recorder, path.into(), device)?)),
             Optim::Asgd(o, mean) => {
                 let o = o.load_record(Recorder::<B>::load(&recorder, path.into(), device)?);
-                let mean = mean.load::<B::InnerBackend>(&average_path(path), step, model.valid(), device).map_err(RecorderError::Unknown)?;
+                let mean = mean
+                    .load::<B::InnerBackend>(&average_path(path), step, model.valid(), device)
+                    .map_err(RecorderError::Unknown)?;
                 Optim::Asgd(o, mean)
             }
         })
@@ -131,10 +130,17 @@ fn average_path(path: &std::path::Path) -> std::path::PathBuf {
     path.with_file_name(name)
 }
 
-fn sgd<B: AutodiffBackend, M: AutodiffModule<B>>(c: &TrainConfig, decay: Option<WeightDecayConfig>) -> OptimizerAdaptor<Sgd<B::InnerBackend>, M, B> {
+fn sgd<B: AutodiffBackend, M: AutodiffModule<B>>(
+    c: &TrainConfig,
+    decay: Option<WeightDecayConfig>,
+) -> OptimizerAdaptor<Sgd<B::InnerBackend>, M, B> {
     SgdConfig::new()
         .with_weight_decay(decay)
-        .with_momentum((c.momentum > 0.0).then(|| MomentumConfig { momentum: c.momentum, dampening: 0.0, nesterov: false }))
+        .with_momentum((c.momentum > 0.0).then(|| MomentumConfig {
+            momentum: c.momentum,
+            dampening: 0.0,
+            nesterov: false,
+        }))
         .init()
 }
 
@@ -146,11 +152,8 @@ struct DecayMatrices {
 impl<B: AutodiffBackend> ModuleMapper<B> for DecayMatrices {
     fn map_float<const D: usize>(&mut self, param: Param<Tensor<B, D>>) -> Param<Tensor<B, D>> {
         let (id, tensor, mapper) = param.consume();
-        let tensor = if D >= 2 {
-            Tensor::from_inner(tensor.inner().mul_scalar(self.factor)).require_grad()
-        } else {
-            tensor
-        };
+        let tensor =
+            if D >= 2 { Tensor::from_inner(tensor.inner().mul_scalar(self.factor)).require_grad() } else { tensor };
         Param::from_mapped_value(id, tensor, mapper)
     }
 }

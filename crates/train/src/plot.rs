@@ -30,7 +30,11 @@ pub fn read_losses(metrics: &str) -> (Series, Series) {
 pub fn plot_losses(metrics: &Path, out: &Path) -> std::io::Result<()> {
     let text = std::fs::read_to_string(metrics)?;
     let (train, valid) = read_losses(&text);
-    let svg = chart(&train, &valid, &format!("{}", metrics.parent().and_then(|p| p.file_name()).map(|n| n.to_string_lossy()).unwrap_or_default()));
+    let svg = chart(
+        &train,
+        &valid,
+        &format!("{}", metrics.parent().and_then(|p| p.file_name()).map(|n| n.to_string_lossy()).unwrap_or_default()),
+    );
     let tmp = out.with_extension("svg.tmp");
     std::fs::write(&tmp, svg)?;
     std::fs::rename(&tmp, out)
@@ -67,7 +71,10 @@ pub fn chart(train: &Series, valid: &Series, title: &str) -> String {
     let py = |y: f64| H - BOTTOM - (y - y_lo) / (y_hi - y_lo) * (H - TOP - BOTTOM);
 
     let mut s = String::new();
-    let _ = writeln!(s, r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">"#);
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">"#
+    );
     let _ = writeln!(s, r#"<rect width="{W}" height="{H}" fill="white"/>"#);
     let _ = writeln!(s, r#"<text x="{}" y="22" text-anchor="middle" font-size="14">{}</text>"#, W / 2.0, escape(title));
     for &t in &y_ticks {
@@ -78,25 +85,62 @@ pub fn chart(train: &Series, valid: &Series, title: &str) -> String {
     for &t in &x_ticks {
         let x = px(t);
         let _ = writeln!(s, r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{:.1}" stroke="#e5e5e5"/>"##, H - BOTTOM);
-        let _ = writeln!(s, r#"<text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"#, H - BOTTOM + 16.0, label(t));
+        let _ =
+            writeln!(s, r#"<text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"#, H - BOTTOM + 16.0, label(t));
     }
-    let _ = writeln!(s, r##"<rect x="{LEFT}" y="{TOP}" width="{:.1}" height="{:.1}" fill="none" stroke="#444"/>"##, W - LEFT - RIGHT, H - TOP - BOTTOM);
-    let _ = writeln!(s, r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">step</text>"#, (LEFT + W - RIGHT) / 2.0, H - 12.0);
-    let _ = writeln!(s, r#"<text x="16" y="{:.1}" text-anchor="middle" transform="rotate(-90 16 {:.1})">loss (nats/token)</text>"#, (TOP + H - BOTTOM) / 2.0, (TOP + H - BOTTOM) / 2.0);
-    let path = |points: &Series| points.iter().map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y))).collect::<Vec<_>>().join(" ");
+    let _ = writeln!(
+        s,
+        r##"<rect x="{LEFT}" y="{TOP}" width="{:.1}" height="{:.1}" fill="none" stroke="#444"/>"##,
+        W - LEFT - RIGHT,
+        H - TOP - BOTTOM
+    );
+    let _ = writeln!(
+        s,
+        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">step</text>"#,
+        (LEFT + W - RIGHT) / 2.0,
+        H - 12.0
+    );
+    let _ = writeln!(
+        s,
+        r#"<text x="16" y="{:.1}" text-anchor="middle" transform="rotate(-90 16 {:.1})">loss (nats/token)</text>"#,
+        (TOP + H - BOTTOM) / 2.0,
+        (TOP + H - BOTTOM) / 2.0
+    );
+    let path = |points: &Series| {
+        points.iter().map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y))).collect::<Vec<_>>().join(" ")
+    };
     if !train.is_empty() {
-        let _ = writeln!(s, r##"<polyline points="{}" fill="none" stroke="#9ecae1" stroke-width="0.8"/>"##, path(train));
-        let _ = writeln!(s, r##"<polyline points="{}" fill="none" stroke="#1f77b4" stroke-width="1.8"/>"##, path(&smooth));
+        let _ =
+            writeln!(s, r##"<polyline points="{}" fill="none" stroke="#9ecae1" stroke-width="0.8"/>"##, path(train));
+        let _ =
+            writeln!(s, r##"<polyline points="{}" fill="none" stroke="#1f77b4" stroke-width="1.8"/>"##, path(&smooth));
     }
     if !valid.is_empty() {
-        let _ = writeln!(s, r##"<polyline points="{}" fill="none" stroke="#d62728" stroke-width="1.8"/>"##, path(valid));
+        let _ =
+            writeln!(s, r##"<polyline points="{}" fill="none" stroke="#d62728" stroke-width="1.8"/>"##, path(valid));
         for &(x, y) in valid {
             let _ = writeln!(s, r##"<circle cx="{:.1}" cy="{:.1}" r="3" fill="#d62728"/>"##, px(x), py(y));
         }
     }
     let lx = W - RIGHT - 190.0;
-    let _ = writeln!(s, r##"<line x1="{lx}" y1="{}" x2="{}" y2="{}" stroke="#1f77b4" stroke-width="1.8"/><text x="{}" y="{}">train (moving average)</text>"##, TOP + 16.0, lx + 24.0, TOP + 16.0, lx + 30.0, TOP + 20.0);
-    let _ = writeln!(s, r##"<line x1="{lx}" y1="{}" x2="{}" y2="{}" stroke="#d62728" stroke-width="1.8"/><text x="{}" y="{}">validation</text>"##, TOP + 34.0, lx + 24.0, TOP + 34.0, lx + 30.0, TOP + 38.0);
+    let _ = writeln!(
+        s,
+        r##"<line x1="{lx}" y1="{}" x2="{}" y2="{}" stroke="#1f77b4" stroke-width="1.8"/><text x="{}" y="{}">train (moving average)</text>"##,
+        TOP + 16.0,
+        lx + 24.0,
+        TOP + 16.0,
+        lx + 30.0,
+        TOP + 20.0
+    );
+    let _ = writeln!(
+        s,
+        r##"<line x1="{lx}" y1="{}" x2="{}" y2="{}" stroke="#d62728" stroke-width="1.8"/><text x="{}" y="{}">validation</text>"##,
+        TOP + 34.0,
+        lx + 24.0,
+        TOP + 34.0,
+        lx + 30.0,
+        TOP + 38.0
+    );
     s.push_str("</svg>\n");
     s
 }

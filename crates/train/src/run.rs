@@ -72,8 +72,11 @@ pub(crate) fn start<B: AutodiffBackend, M: AutodiffModule<B>>(
     if opts.resume {
         let (step, dir) = checkpoint::latest(&ckpt_root).ok_or_else(|| CheckpointError::NoCheckpoint(run.clone()))?;
         let state = checkpoint::read_state(&dir)?;
-        let model = model.load_file(dir.join("model"), &Recorder::new(), device).map_err(|e| corrupt(&dir, "model.mpk", e))?;
-        let optim = optim.load(&dir.join("optimizer"), state.step, &model, device).map_err(|e| corrupt(&dir, "optimizer.mpk", e))?;
+        let model =
+            model.load_file(dir.join("model"), &Recorder::new(), device).map_err(|e| corrupt(&dir, "model.mpk", e))?;
+        let optim = optim
+            .load(&dir.join("optimizer"), state.step, &model, device)
+            .map_err(|e| corrupt(&dir, "optimizer.mpk", e))?;
         // A finished run keeps its log whole (its summary included): there is nothing to redo.
         if state.finished(&config.train).is_none() {
             log.cut_to_step(step).map_err(io_err(log.path()))?;

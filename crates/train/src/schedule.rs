@@ -64,7 +64,14 @@ mod tests {
 
     #[test]
     fn cosine_matches_nanogpt_at_its_landmarks() {
-        let c = TrainConfig { lr: 1e-3, min_lr: 1e-4, warmup: 100, max_steps: 2000, decay_steps: 2000, ..config(ScheduleKind::Cosine) };
+        let c = TrainConfig {
+            lr: 1e-3,
+            min_lr: 1e-4,
+            warmup: 100,
+            max_steps: 2000,
+            decay_steps: 2000,
+            ..config(ScheduleKind::Cosine)
+        };
         assert!((learning_rate(&c, 128, 1) - 1e-3 / 101.0).abs() < 1e-15);
         assert!((learning_rate(&c, 128, 101) - 1e-3).abs() < 1e-15);
         let mid = learning_rate(&c, 128, 1051);

@@ -63,10 +63,16 @@ pub fn translate<B: Backend>(
         let padding: Vec<bool> = batch.source.iter().map(|&t| t == IDS.pad).collect();
         let padding = Tensor::<B, 2, Bool>::from_data(TensorData::new(padding, [batch.rows, batch.src_len]), device);
         let cache = model.begin(model.encode(src, Some(padding)));
-        let prompt = Tensor::<B, 2, Int>::from_data(TensorData::new(vec![IDS.bos as i64; batch.rows], [batch.rows, 1]), device);
+        let prompt =
+            Tensor::<B, 2, Int>::from_data(TensorData::new(vec![IDS.bos as i64; batch.rows], [batch.rows, 1]), device);
         let max_new = (options.max_len_a * batch.src_len as f64) as usize + options.max_len_b;
         let max_new = limit.map_or(max_new, |l| max_new.min(l.saturating_sub(1)));
-        let beam = BeamOptions { width: options.beam, length_penalty: options.lenpen, max_new_tokens: max_new.max(1), eos: Some(IDS.eos) };
+        let beam = BeamOptions {
+            width: options.beam,
+            length_penalty: options.lenpen,
+            max_new_tokens: max_new.max(1),
+            eos: Some(IDS.eos),
+        };
         for (&i, hyp) in chunk.iter().zip(beam_search(model, cache, prompt, &beam)) {
             out[i] = tokenizer.decode(&hyp.tokens);
         }
@@ -102,7 +108,8 @@ pub fn load_mt_run<B: Backend>(run: &Path, device: &B::Device) -> Result<Trained
     if config.model.arch != attend_model::Arch::Seq2seq {
         return Err(TrainError::NotMt(run.to_path_buf()));
     }
-    let tokenizer = MtTokenizer::load(run).map_err(|message| CheckpointError::Corrupt { path: run.to_path_buf(), message })?;
+    let tokenizer =
+        MtTokenizer::load(run).map_err(|message| CheckpointError::Corrupt { path: run.to_path_buf(), message })?;
     let weights = weights_dir(run)?;
     let model_config = attend_model::ModelConfig { dropout: 0.0, attention_dropout: 0.0, ..config.model.clone() };
     let model = model_config

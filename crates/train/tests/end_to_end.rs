@@ -104,7 +104,10 @@ fn resume_after_a_stop_logs_exactly_the_losses_of_an_uninterrupted_run() {
     let resumed = run(&config, stopped.path(), true).unwrap();
     assert_eq!(resumed.step, 20);
     assert_eq!(events(stopped.path(), "train"), events(straight.path(), "train"));
-    assert_eq!(resumed.valid.as_ref().unwrap().loss(), run(&config, straight.path(), true).unwrap().valid.as_ref().unwrap().loss());
+    assert_eq!(
+        resumed.valid.as_ref().unwrap().loss(),
+        run(&config, straight.path(), true).unwrap().valid.as_ref().unwrap().loss()
+    );
 }
 
 /// The same with GELU: our erf-based GELU is bit-reproducible too (with burn-ndarray's `simd`
@@ -179,7 +182,8 @@ fn a_stop_between_checkpoints_then_resume_leaves_the_evaluations_checkpoints_and
     run(&config, stopped.path(), true).unwrap();
 
     assert_eq!(events(stopped.path(), "eval"), events(straight.path(), "eval"), "no extra evaluation at the stop");
-    let steps = |dir: &Path| attend_train::checkpoint::list(&dir.join("checkpoints")).iter().map(|c| c.0).collect::<Vec<_>>();
+    let steps =
+        |dir: &Path| attend_train::checkpoint::list(&dir.join("checkpoints")).iter().map(|c| c.0).collect::<Vec<_>>();
     assert_eq!(steps(stopped.path()), [5, 10, 15, 20]);
     assert_eq!(steps(stopped.path()), steps(straight.path()));
     let best = |dir: &Path| {
@@ -269,9 +273,14 @@ fn the_notes_one_layer_model_trains_in_the_same_loop_and_its_loss_falls() {
     config.validate().unwrap();
     let summary = run(&config, dir.path(), false).unwrap();
     let evals = events(dir.path(), "eval");
-    assert!(summary.valid.as_ref().unwrap().loss() < evals[0].1 - 0.05, "{} after {evals:?}", summary.valid.as_ref().unwrap().loss());
+    assert!(
+        summary.valid.as_ref().unwrap().loss() < evals[0].1 - 0.05,
+        "{} after {evals:?}",
+        summary.valid.as_ref().unwrap().loss()
+    );
     // eval and generate read the run back as the notes' model.
-    let trained = attend_train::trained::load_lm::<burn_ndarray::NdArray<f32>>(dir.path(), &Default::default()).unwrap();
+    let trained =
+        attend_train::trained::load_lm::<burn_ndarray::NdArray<f32>>(dir.path(), &Default::default()).unwrap();
     assert!(matches!(trained.model, attend_model::DecoderOnly::Notes(_)));
 }
 

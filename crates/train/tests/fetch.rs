@@ -9,7 +9,9 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use attend_train::data::fetch::{fetch, named, names, sha256_hex, FetchError, FileOutcome, RemoteDataset, RemoteFile, Source};
+use attend_train::data::fetch::{
+    fetch, named, names, sha256_hex, FetchError, FileOutcome, RemoteDataset, RemoteFile, Source,
+};
 
 /// Serves `files` (path → body) over HTTP/1.1 on a free port; counts requests.
 fn serve(files: Vec<(String, Vec<u8>)>) -> (String, Arc<AtomicUsize>) {
@@ -33,10 +35,13 @@ fn serve(files: Vec<(String, Vec<u8>)>) -> (String, Arc<AtomicUsize>) {
             let path = request.split_whitespace().nth(1).unwrap_or("/").trim_start_matches('/').to_string();
             match files.iter().find(|f| f.0 == path) {
                 Some((_, body)) => {
-                    write!(stream, "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len()).unwrap();
+                    write!(stream, "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len())
+                        .unwrap();
                     stream.write_all(body).unwrap();
                 }
-                None => write!(stream, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").unwrap(),
+                None => {
+                    write!(stream, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").unwrap()
+                }
             }
         }
     });
@@ -46,12 +51,19 @@ fn serve(files: Vec<(String, Vec<u8>)>) -> (String, Arc<AtomicUsize>) {
 /// A generated two-file dataset (one gzip-named, bytes as they would be stored) and its bodies.
 fn dataset(url_base: &str) -> (RemoteDataset, Vec<(String, Vec<u8>)>) {
     let bodies = vec![
-        ("toy/train.txt".to_string(), (0..5000).map(|i| format!("line {i} of the toy corpus\n")).collect::<String>().into_bytes()),
+        (
+            "toy/train.txt".to_string(),
+            (0..5000).map(|i| format!("line {i} of the toy corpus\n")).collect::<String>().into_bytes(),
+        ),
         ("toy/valid.txt.gz".to_string(), (0..=255u8).cycle().take(70_000).collect::<Vec<u8>>()),
     ];
     let files = bodies
         .iter()
-        .map(|(path, body)| RemoteFile { path: path.clone(), url: format!("{url_base}/{path}"), sha256: sha256_hex(body) })
+        .map(|(path, body)| RemoteFile {
+            path: path.clone(),
+            url: format!("{url_base}/{path}"),
+            sha256: sha256_hex(body),
+        })
         .collect();
     (RemoteDataset { name: "toy".into(), files, about: "generated".into() }, bodies)
 }
@@ -154,7 +166,10 @@ fn the_manifest_names_every_file_the_loaders_read_with_a_sha256() {
         for f in &set.files {
             assert_eq!(f.sha256.len(), 64, "{}", f.path);
             assert!(f.sha256.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
-            assert!(f.url.starts_with("https://raw.githubusercontent.com/") && f.url.ends_with(Path::new(&f.path).file_name().unwrap().to_str().unwrap()));
+            assert!(
+                f.url.starts_with("https://raw.githubusercontent.com/")
+                    && f.url.ends_with(Path::new(&f.path).file_name().unwrap().to_str().unwrap())
+            );
         }
     }
     let paths = |n| named(n).unwrap().files.into_iter().map(|f| f.path).collect::<Vec<_>>();

@@ -7,8 +7,8 @@ use std::sync::atomic::AtomicBool;
 
 use attend_train::config::RunConfig;
 use attend_train::tasks::train_mt;
-use attend_train::{Observer, RunOptions};
 use attend_train::translate::{load_mt_run, translate, TranslateOptions};
+use attend_train::{Observer, RunOptions};
 
 mod common;
 use common::{serial, StopAt};
@@ -26,7 +26,14 @@ fn logged(dir: &Path) -> Vec<(String, u64, f64, Option<f64>)> {
         .lines()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
         .filter(|v| v["event"] == "train" || v["event"] == "eval")
-        .map(|v| (v["event"].as_str().unwrap().to_string(), v["step"].as_u64().unwrap(), v["loss"].as_f64().unwrap(), v["bleu"].as_f64()))
+        .map(|v| {
+            (
+                v["event"].as_str().unwrap().to_string(),
+                v["step"].as_u64().unwrap(),
+                v["loss"].as_f64().unwrap(),
+                v["bleu"].as_f64(),
+            )
+        })
         .collect()
 }
 
@@ -96,7 +103,9 @@ fn unaligned_translation_files_are_refused_naming_both() {
     config.data.source = "de".into();
     config.data.target = "en".into();
     let opts = RunOptions { run_dir: dir.path().join("run"), data_dir: dir.path().to_path_buf(), resume: false };
-    let err = train_mt::<B>(&config, &opts, &Default::default(), &mut Quiet, &AtomicBool::new(false)).unwrap_err().to_string();
+    let err = train_mt::<B>(&config, &opts, &Default::default(), &mut Quiet, &AtomicBool::new(false))
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("train.de.gz") && err.contains("train.en.gz") && err.contains("3 and 2 lines"), "{err}");
     assert!(!dir.path().join("run").exists(), "nothing written");
 }
@@ -133,21 +142,36 @@ fn translation_resume_after_a_stop_logs_exactly_what_an_uninterrupted_run_logs()
     let config = tiny(40);
     let opts = |dir: &Path, resume| RunOptions { run_dir: dir.to_path_buf(), data_dir: dir.join("x"), resume };
     let straight = tempfile::tempdir().unwrap();
-    train_mt::<B>(&config, &opts(straight.path(), false), &Default::default(), &mut Quiet, &AtomicBool::new(false)).unwrap();
+    train_mt::<B>(&config, &opts(straight.path(), false), &Default::default(), &mut Quiet, &AtomicBool::new(false))
+        .unwrap();
 
     let stopped = tempfile::tempdir().unwrap();
     let stop = AtomicBool::new(false);
-    let first = train_mt::<B>(&config, &opts(stopped.path(), false), &Default::default(), &mut StopAt { at: 20, stop: &stop }, &stop)
-        .unwrap();
+    let first = train_mt::<B>(
+        &config,
+        &opts(stopped.path(), false),
+        &Default::default(),
+        &mut StopAt { at: 20, stop: &stop },
+        &stop,
+    )
+    .unwrap();
     assert!(first.interrupted && first.step == 20);
-    let resumed = train_mt::<B>(&config, &opts(stopped.path(), true), &Default::default(), &mut Quiet, &AtomicBool::new(false)).unwrap();
+    let resumed =
+        train_mt::<B>(&config, &opts(stopped.path(), true), &Default::default(), &mut Quiet, &AtomicBool::new(false))
+            .unwrap();
     assert_eq!(resumed.step, 40);
     assert_eq!(logged(stopped.path()), logged(straight.path()), "same losses, same evaluations, same BLEU");
 
     let log = std::fs::read_to_string(stopped.path().join("metrics.jsonl")).unwrap();
-    let again = train_mt::<B>(&config, &opts(stopped.path(), true), &Default::default(), &mut Quiet, &AtomicBool::new(false)).unwrap();
+    let again =
+        train_mt::<B>(&config, &opts(stopped.path(), true), &Default::default(), &mut Quiet, &AtomicBool::new(false))
+            .unwrap();
     assert_eq!(again.already_done, Some("train.max_steps"));
-    assert_eq!(std::fs::read_to_string(stopped.path().join("metrics.jsonl")).unwrap(), log, "a finished run is left alone");
+    assert_eq!(
+        std::fs::read_to_string(stopped.path().join("metrics.jsonl")).unwrap(),
+        log,
+        "a finished run is left alone"
+    );
 }
 
 #[test]
@@ -158,7 +182,9 @@ fn sentences_longer_than_learned_positions_are_refused_naming_the_sentence() {
     config.model.block_size = 6; // synthetic-mt sentences have 3 to 10 words
     let dir = tempfile::tempdir().unwrap();
     let opts = RunOptions { run_dir: dir.path().to_path_buf(), data_dir: dir.path().join("x"), resume: false };
-    let err = train_mt::<B>(&config, &opts, &Default::default(), &mut Quiet, &AtomicBool::new(false)).unwrap_err().to_string();
+    let err = train_mt::<B>(&config, &opts, &Default::default(), &mut Quiet, &AtomicBool::new(false))
+        .unwrap_err()
+        .to_string();
     assert!(err.starts_with("synthetic-mt: training pair (line) "), "{err}");
     assert!(err.contains("more than the model's model.block_size = 6 learned positions"), "{err}");
 

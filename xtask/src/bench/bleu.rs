@@ -47,10 +47,20 @@ pub fn bench_bleu(args: &BenchArgs) -> Result<()> {
     let peer = if args.no_peers {
         Value::Null
     } else {
-        run_peer_script(args, &args.python, "sacrebleu", "sacrebleu_bench.py", &[
-            "--text".as_ref(), corpus.as_os_str(), "--n".as_ref(), "100000".as_ref(),
-            "--reps".as_ref(), args.reps.to_string().as_ref(),
-        ])?
+        run_peer_script(
+            args,
+            &args.python,
+            "sacrebleu",
+            "sacrebleu_bench.py",
+            &[
+                "--text".as_ref(),
+                corpus.as_os_str(),
+                "--n".as_ref(),
+                "100000".as_ref(),
+                "--reps".as_ref(),
+                args.reps.to_string().as_ref(),
+            ],
+        )?
         .unwrap_or(Value::Null)
     };
     let peer_min = peer["time_s_min"].as_f64();

@@ -107,10 +107,22 @@ fn bench_encode(args: &BenchArgs, corpus: &Path) -> Result<()> {
     let peer = if args.no_peers {
         Value::Null
     } else {
-        run_peer_script(args, &args.python, "tokenizers", "tokenizer_encode_bench.py", &[
-            "--text".as_ref(), corpus.as_os_str(), "--train_text".as_ref(), train_text.as_os_str(),
-            "--mb".as_ref(), "10".as_ref(), "--reps".as_ref(), args.reps.to_string().as_ref(),
-        ])?
+        run_peer_script(
+            args,
+            &args.python,
+            "tokenizers",
+            "tokenizer_encode_bench.py",
+            &[
+                "--text".as_ref(),
+                corpus.as_os_str(),
+                "--train_text".as_ref(),
+                train_text.as_os_str(),
+                "--mb".as_ref(),
+                "10".as_ref(),
+                "--reps".as_ref(),
+                args.reps.to_string().as_ref(),
+            ],
+        )?
         .unwrap_or(Value::Null)
     };
     let tiktoken = peer["results"]["tiktoken_own_1t"]["mb_s_max"].as_f64();
@@ -122,9 +134,21 @@ fn bench_encode(args: &BenchArgs, corpus: &Path) -> Result<()> {
 
 fn peer_train(args: &BenchArgs, corpus: &Path) -> Result<Option<serde_json::Map<String, Value>>> {
     let reps = args.reps.to_string();
-    let summary = run_peer_script(args, &args.python, "tokenizers", "tokenizer_train_bench.py", &[
-        "--inputs".as_ref(), corpus.as_os_str(), "--vocabs".as_ref(), "32000".as_ref(),
-        "--tools".as_ref(), "yttm,spm,hf".as_ref(), "--reps".as_ref(), reps.as_ref(),
-    ])?;
+    let summary = run_peer_script(
+        args,
+        &args.python,
+        "tokenizers",
+        "tokenizer_train_bench.py",
+        &[
+            "--inputs".as_ref(),
+            corpus.as_os_str(),
+            "--vocabs".as_ref(),
+            "32000".as_ref(),
+            "--tools".as_ref(),
+            "yttm,spm,hf".as_ref(),
+            "--reps".as_ref(),
+            reps.as_ref(),
+        ],
+    )?;
     Ok(summary.and_then(|s| s["results"].as_object().cloned()))
 }

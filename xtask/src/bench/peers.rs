@@ -32,7 +32,13 @@ pub fn emit(v: Value) {
 
 /// Runs one peer script with `python`; `None` (with a note on stderr) if that interpreter
 /// cannot import `module` (the peer is not installed).
-pub fn run_peer_script(args: &BenchArgs, python: &str, module: &str, script: &str, script_args: &[&std::ffi::OsStr]) -> Result<Option<Value>> {
+pub fn run_peer_script(
+    args: &BenchArgs,
+    python: &str,
+    module: &str,
+    script: &str,
+    script_args: &[&std::ffi::OsStr],
+) -> Result<Option<Value>> {
     let probe = Command::new(python).args(["-c", &format!("import {module}")]).output();
     if !probe.is_ok_and(|o| o.status.success()) {
         eprintln!("peers: {python} cannot import {module}; see ../shared/bench/peers/README.md");

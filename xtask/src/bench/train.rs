@@ -65,10 +65,26 @@ pub fn bench_train(args: &BenchArgs) -> Result<()> {
         let reps = args.reps.max(1).to_string();
         let (warmup, iters) = (WARMUP.to_string(), ITERS.to_string());
         let data = data_dir.join("tinyshakespeare/input.txt");
-        run_peer_script(args, args.torch_python.as_deref().unwrap_or(&args.python), "torch", "nanogpt_cpu_bench.py", &[
-            "--data".as_ref(), data.as_os_str(), "--mode".as_ref(), "timing".as_ref(), "--threads".as_ref(), "2".as_ref(),
-            "--reps".as_ref(), reps.as_ref(), "--iters".as_ref(), iters.as_ref(), "--warmup".as_ref(), warmup.as_ref(),
-        ])?
+        run_peer_script(
+            args,
+            args.torch_python.as_deref().unwrap_or(&args.python),
+            "torch",
+            "nanogpt_cpu_bench.py",
+            &[
+                "--data".as_ref(),
+                data.as_os_str(),
+                "--mode".as_ref(),
+                "timing".as_ref(),
+                "--threads".as_ref(),
+                "2".as_ref(),
+                "--reps".as_ref(),
+                reps.as_ref(),
+                "--iters".as_ref(),
+                iters.as_ref(),
+                "--warmup".as_ref(),
+                warmup.as_ref(),
+            ],
+        )?
     };
     let peer_result = peer.as_ref().map(|p| p["results"]["threads2"].clone()).unwrap_or(Value::Null);
     let ratio = peer_result["ms_per_iter_median"].as_f64().map(|p| p / (median * 1e3));

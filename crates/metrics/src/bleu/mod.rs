@@ -49,10 +49,7 @@ impl BleuConfig {
 
     /// sacreBLEU's `sentence_bleu` defaults: as [`BleuConfig::corpus`] with effective order.
     pub fn sentence() -> Self {
-        BleuConfig {
-            effective_order: true,
-            ..Self::corpus()
-        }
+        BleuConfig { effective_order: true, ..Self::corpus() }
     }
 
     /// The signature of scores computed with this configuration against `nrefs` references.
@@ -71,30 +68,18 @@ impl BleuConfig {
 /// hypothesis), as sacreBLEU's `BLEU(...).corpus_score(hyps, refs)`.
 ///
 /// Segment statistics are computed in parallel (rayon) and summed.
-pub fn corpus_bleu<H, R, S>(
-    hyps: &[H],
-    refs: &[S],
-    config: &BleuConfig,
-) -> Result<BleuScore, MetricsError>
+pub fn corpus_bleu<H, R, S>(hyps: &[H], refs: &[S], config: &BleuConfig) -> Result<BleuScore, MetricsError>
 where
     H: AsRef<str> + Sync,
     R: AsRef<str> + Sync,
     S: AsRef<[R]> + Sync,
 {
     let stats = corpus_stats(hyps, refs, config)?;
-    Ok(BleuScore::from_stats(
-        &stats,
-        config.smoothing,
-        config.effective_order,
-    ))
+    Ok(BleuScore::from_stats(&stats, config.smoothing, config.effective_order))
 }
 
 /// The summed statistics of corpus BLEU; see [`corpus_bleu`].
-pub fn corpus_stats<H, R, S>(
-    hyps: &[H],
-    refs: &[S],
-    config: &BleuConfig,
-) -> Result<BleuStats, MetricsError>
+pub fn corpus_stats<H, R, S>(hyps: &[H], refs: &[S], config: &BleuConfig) -> Result<BleuStats, MetricsError>
 where
     H: AsRef<str> + Sync,
     R: AsRef<str> + Sync,
@@ -114,27 +99,16 @@ where
 /// Sentence BLEU of one hypothesis against its references, as sacreBLEU's
 /// `BLEU(...).sentence_score(hyp, refs)`. Use [`BleuConfig::sentence`] for `sentence_bleu`'s
 /// defaults (effective order).
-pub fn sentence_bleu(
-    hyp: &str,
-    refs: &[&str],
-    config: &BleuConfig,
-) -> Result<BleuScore, MetricsError> {
+pub fn sentence_bleu(hyp: &str, refs: &[&str], config: &BleuConfig) -> Result<BleuScore, MetricsError> {
     if refs.is_empty() {
         return Err(MetricsError::NoReferences);
     }
     let stats = BleuStats::of_segment(hyp, refs, config);
-    Ok(BleuScore::from_stats(
-        &stats,
-        config.smoothing,
-        config.effective_order,
-    ))
+    Ok(BleuScore::from_stats(&stats, config.smoothing, config.effective_order))
 }
 
 /// Checks that there is at least one reference stream and each has one line per hypothesis.
-pub(crate) fn check_streams(
-    hyps: usize,
-    stream_lens: impl Iterator<Item = usize>,
-) -> Result<(), MetricsError> {
+pub(crate) fn check_streams(hyps: usize, stream_lens: impl Iterator<Item = usize>) -> Result<(), MetricsError> {
     let mut n_streams = 0;
     for (stream, refs) in stream_lens.enumerate() {
         n_streams += 1;
@@ -156,22 +130,10 @@ mod tests {
     fn readme_example_scores_as_sacrebleu() {
         // sacrebleu 2.6.0 README: BLEU = 48.53 82.4/50.0/45.5/37.5 (BP = 0.943 ratio = 0.944
         // hyp_len = 17 ref_len = 18)
-        let hyps = [
-            "The dog bit the man.",
-            "It wasn't surprising.",
-            "The man had just bitten him.",
-        ];
+        let hyps = ["The dog bit the man.", "It wasn't surprising.", "The man had just bitten him."];
         let refs = [
-            vec![
-                "The dog bit the man.",
-                "It was not unexpected.",
-                "The man bit him first.",
-            ],
-            vec![
-                "The dog had bit the man.",
-                "No one was surprised.",
-                "The man had bitten the dog.",
-            ],
+            vec!["The dog bit the man.", "It was not unexpected.", "The man bit him first."],
+            vec!["The dog had bit the man.", "No one was surprised.", "The man had bitten the dog."],
         ];
         let score = corpus_bleu(&hyps, &refs, &BleuConfig::corpus()).unwrap();
         assert_eq!(
@@ -183,33 +145,15 @@ mod tests {
 
     #[test]
     fn reference_stream_of_wrong_length_is_an_error_naming_it() {
-        let err = corpus_bleu(
-            &["a", "b"],
-            &[vec!["a", "b"], vec!["a"]],
-            &BleuConfig::corpus(),
-        )
-        .unwrap_err();
-        assert!(matches!(
-            err,
-            MetricsError::SegmentCountMismatch {
-                stream: 1,
-                hyps: 2,
-                refs: 1
-            }
-        ));
+        let err = corpus_bleu(&["a", "b"], &[vec!["a", "b"], vec!["a"]], &BleuConfig::corpus()).unwrap_err();
+        assert!(matches!(err, MetricsError::SegmentCountMismatch { stream: 1, hyps: 2, refs: 1 }));
     }
 
     #[test]
     fn no_reference_stream_is_an_error() {
         let none: [Vec<&str>; 0] = [];
-        assert!(matches!(
-            corpus_bleu(&["a"], &none, &BleuConfig::corpus()),
-            Err(MetricsError::NoReferences)
-        ));
-        assert!(matches!(
-            sentence_bleu("a", &[], &BleuConfig::sentence()),
-            Err(MetricsError::NoReferences)
-        ));
+        assert!(matches!(corpus_bleu(&["a"], &none, &BleuConfig::corpus()), Err(MetricsError::NoReferences)));
+        assert!(matches!(sentence_bleu("a", &[], &BleuConfig::sentence()), Err(MetricsError::NoReferences)));
     }
 
     #[test]

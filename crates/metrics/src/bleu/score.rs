@@ -50,11 +50,8 @@ impl BleuScore {
         if stats.correct.iter().all(|&c| c == 0) {
             return score;
         }
-        let (precisions, eff_order) =
-            smoothed_precisions(&stats.correct, &stats.total, smoothing, effective_order);
-        let log_sum = precisions[..eff_order]
-            .iter()
-            .fold(0.0, |sum, &p| sum + floored_log(p));
+        let (precisions, eff_order) = smoothed_precisions(&stats.correct, &stats.total, smoothing, effective_order);
+        let log_sum = precisions[..eff_order].iter().fold(0.0, |sum, &p| sum + floored_log(p));
         score.precisions = precisions;
         score.score = bp * (log_sum / eff_order as f64).exp();
         score
@@ -169,55 +166,29 @@ mod tests {
 
     #[test]
     fn identical_hypothesis_and_reference_score_one_hundred() {
-        let stats = BleuStats {
-            sys_len: 5,
-            ref_len: 5,
-            correct: [5, 4, 3, 2],
-            total: [5, 4, 3, 2],
-        };
+        let stats = BleuStats { sys_len: 5, ref_len: 5, correct: [5, 4, 3, 2], total: [5, 4, 3, 2] };
         let score = BleuScore::from_stats(&stats, Smoothing::Exp, false);
         assert!((score.score - 100.0).abs() < 1e-12);
     }
 
     #[test]
     fn no_matches_score_zero_with_zero_precisions() {
-        let stats = BleuStats {
-            sys_len: 3,
-            ref_len: 4,
-            correct: [0; 4],
-            total: [3, 2, 1, 0],
-        };
+        let stats = BleuStats { sys_len: 3, ref_len: 4, correct: [0; 4], total: [3, 2, 1, 0] };
         let score = BleuScore::from_stats(&stats, Smoothing::Floor(0.1), false);
         assert_eq!((score.score, score.precisions), (0.0, [0.0; 4]));
     }
 
     #[test]
     fn a_missing_order_without_smoothing_scores_zero_unless_effective_order() {
-        let stats = BleuStats {
-            sys_len: 2,
-            ref_len: 2,
-            correct: [2, 1, 0, 0],
-            total: [2, 1, 0, 0],
-        };
-        assert_eq!(
-            BleuScore::from_stats(&stats, Smoothing::None, false).score,
-            0.0
-        );
+        let stats = BleuStats { sys_len: 2, ref_len: 2, correct: [2, 1, 0, 0], total: [2, 1, 0, 0] };
+        assert_eq!(BleuScore::from_stats(&stats, Smoothing::None, false).score, 0.0);
         let eff = BleuScore::from_stats(&stats, Smoothing::None, true);
         assert!((eff.score - 100.0).abs() < 1e-12);
     }
 
     #[test]
     fn ratio_of_empty_references_is_zero() {
-        let stats = BleuStats {
-            sys_len: 3,
-            ref_len: 0,
-            correct: [0; 4],
-            total: [3, 2, 1, 0],
-        };
-        assert_eq!(
-            BleuScore::from_stats(&stats, Smoothing::Exp, false).ratio(),
-            0.0
-        );
+        let stats = BleuStats { sys_len: 3, ref_len: 0, correct: [0; 4], total: [3, 2, 1, 0] };
+        assert_eq!(BleuScore::from_stats(&stats, Smoothing::Exp, false).ratio(), 0.0);
     }
 }

@@ -58,11 +58,7 @@ impl Scratch {
     /// Empties the maps; one grown huge by a very long segment is dropped instead, so that
     /// clearing it does not cost every later segment.
     fn reset(&mut self) {
-        for map in [
-            &mut self.ref_counts,
-            &mut self.one_ref,
-            &mut self.hyp_counts,
-        ] {
+        for map in [&mut self.ref_counts, &mut self.one_ref, &mut self.hyp_counts] {
             if map.capacity() > 1 << 12 {
                 *map = NgramCounts::default();
             } else {
@@ -103,11 +99,7 @@ fn segment_stats(hyp: &str, refs: &[&str], config: &BleuConfig, s: &mut Scratch)
     s.ids.extend(py_split(&hyp).map(|t| interner.id(t)));
     let sys_len = s.ids.len() as u64;
     count_ngrams(&s.ids, MAX_NGRAM_ORDER, &mut s.hyp_counts);
-    let mut stats = BleuStats {
-        sys_len,
-        ref_len: closest_ref_len(sys_len, &ref_lens),
-        ..Default::default()
-    };
+    let mut stats = BleuStats { sys_len, ref_len: closest_ref_len(sys_len, &ref_lens), ..Default::default() };
     for (key, &count) in &s.hyp_counts {
         let n = key_order(*key) - 1;
         stats.total[n] += u64::from(count);
@@ -122,12 +114,7 @@ fn segment_stats(hyp: &str, refs: &[&str], config: &BleuConfig, s: &mut Scratch)
 /// is only ever split on whitespace, so the tokenizers' final whitespace collapse is skipped.
 pub(crate) fn preprocess<'a>(line: &'a str, config: &BleuConfig) -> Cow<'a, str> {
     if config.lowercase {
-        Cow::Owned(
-            config
-                .tokenizer
-                .tokenize_for_split(py_rstrip(&py_lower(line)))
-                .into_owned(),
-        )
+        Cow::Owned(config.tokenizer.tokenize_for_split(py_rstrip(&py_lower(line))).into_owned())
     } else {
         config.tokenizer.tokenize_for_split(py_rstrip(line))
     }
@@ -137,11 +124,7 @@ pub(crate) fn preprocess<'a>(line: &'a str, config: &BleuConfig) -> Cow<'a, str>
 ///
 /// Example: hyp_len 6, refs `[4, 8, 9]` → 4 (|6−4| = |6−8|, and 4 < 8).
 pub fn closest_ref_len(hyp_len: u64, ref_lens: &[u64]) -> u64 {
-    ref_lens
-        .iter()
-        .copied()
-        .min_by_key(|&r| (r.abs_diff(hyp_len), r))
-        .unwrap_or(0)
+    ref_lens.iter().copied().min_by_key(|&r| (r.abs_diff(hyp_len), r)).unwrap_or(0)
 }
 
 impl AddAssign for BleuStats {
@@ -177,11 +160,7 @@ mod tests {
     #[test]
     fn matches_are_clipped_to_the_reference_count() {
         // Papineni et al.'s example: "the the the the the the the" vs "the cat is on the mat".
-        let s = BleuStats::of_segment(
-            "the the the the the the the",
-            &["the cat is on the mat"],
-            &BleuConfig::corpus(),
-        );
+        let s = BleuStats::of_segment("the the the the the the the", &["the cat is on the mat"], &BleuConfig::corpus());
         assert_eq!((s.correct[0], s.total[0]), (2, 7));
     }
 
@@ -201,14 +180,6 @@ mod tests {
     #[test]
     fn short_segment_statistics_are_as_worked_out_by_hand() {
         let s = BleuStats::of_segment("the cat", &["the cat sat"], &BleuConfig::corpus());
-        assert_eq!(
-            s,
-            BleuStats {
-                sys_len: 2,
-                ref_len: 3,
-                correct: [2, 1, 0, 0],
-                total: [2, 1, 0, 0]
-            }
-        );
+        assert_eq!(s, BleuStats { sys_len: 2, ref_len: 3, correct: [2, 1, 0, 0], total: [2, 1, 0, 0] });
     }
 }

@@ -65,11 +65,7 @@ struct RawTrie {
 impl KneserNey {
     /// Trains an `order`-gram model on `sentences`, each `<s> w… <eos>` as
     /// [`Vocab::encode_line`] gives them.
-    pub fn train(
-        sentences: &[Vec<u32>],
-        vocab: &Vocab,
-        order: usize,
-    ) -> Result<Self, MetricsError> {
+    pub fn train(sentences: &[Vec<u32>], vocab: &Vocab, order: usize) -> Result<Self, MetricsError> {
         if order == 0 || order > 255 {
             return Err(MetricsError::InvalidSetting {
                 name: "order",
@@ -92,10 +88,7 @@ impl KneserNey {
                 count_of_counts[trie.depth[v] as usize - 1][count[v] as usize - 1] += 1;
             }
         }
-        let discounts = count_of_counts
-            .into_iter()
-            .map(modified_kn_discounts)
-            .collect();
+        let discounts = count_of_counts.into_iter().map(modified_kn_discounts).collect();
         // 4. History statistics: each node's children.
         let mut history = vec![HistoryStats::default(); count.len()];
         for v in 1..count.len() {
@@ -106,14 +99,7 @@ impl KneserNey {
             h.total += count[v];
             h.n[count[v].min(3) as usize - 1] += 1;
         }
-        Ok(KneserNey {
-            order,
-            vocab_size: vocab.len(),
-            children: trie.children,
-            count,
-            history,
-            discounts,
-        })
+        Ok(KneserNey { order, vocab_size: vocab.len(), children: trie.children, count, history, discounts })
     }
 
     /// The model's order N.
@@ -158,16 +144,10 @@ impl LanguageModel for KneserNey {
             }
             let d = &self.discounts[k - 1];
             let c = self.child(ctx, word).map_or(0, |v| self.count[v as usize]);
-            let discounted = if c == 0 {
-                0.0
-            } else {
-                (f64::from(c) - d[c.min(3) as usize - 1]).max(0.0)
-            };
+            let discounted = if c == 0 { 0.0 } else { (f64::from(c) - d[c.min(3) as usize - 1]).max(0.0) };
             let total = f64::from(stats.total);
-            let gamma = (d[0] * f64::from(stats.n[0])
-                + d[1] * f64::from(stats.n[1])
-                + d[2] * f64::from(stats.n[2]))
-                / total;
+            let gamma =
+                (d[0] * f64::from(stats.n[0]) + d[1] * f64::from(stats.n[1]) + d[2] * f64::from(stats.n[2])) / total;
             p = discounted / total + gamma * p;
         }
         p.ln()
@@ -226,13 +206,7 @@ fn modified_counts(t: &RawTrie, order: usize) -> Vec<u32> {
         }
     }
     (0..t.raw.len())
-        .map(|v| {
-            if t.depth[v] as usize == order || t.starts_at_bos[v] {
-                t.raw[v]
-            } else {
-                continuation[v]
-            }
-        })
+        .map(|v| if t.depth[v] as usize == order || t.starts_at_bos[v] { t.raw[v] } else { continuation[v] })
         .collect()
 }
 
@@ -246,23 +220,12 @@ pub fn modified_kn_discounts(n: [u64; 4]) -> [f64; 3] {
     let [n1, n2, n3, n4] = n.map(|x| x as f64);
     if n.iter().all(|&x| x > 0) {
         let y = n1 / (n1 + 2.0 * n2);
-        let d = [
-            1.0 - 2.0 * y * n2 / n1,
-            2.0 - 3.0 * y * n3 / n2,
-            3.0 - 4.0 * y * n4 / n3,
-        ];
-        if d.iter()
-            .enumerate()
-            .all(|(i, &di)| di > 0.0 && di <= (i + 1) as f64)
-        {
+        let d = [1.0 - 2.0 * y * n2 / n1, 2.0 - 3.0 * y * n3 / n2, 3.0 - 4.0 * y * n4 / n3];
+        if d.iter().enumerate().all(|(i, &di)| di > 0.0 && di <= (i + 1) as f64) {
             return d;
         }
     }
-    let y = if n[0] > 0 && n[1] > 0 {
-        n1 / (n1 + 2.0 * n2)
-    } else {
-        0.5
-    };
+    let y = if n[0] > 0 && n[1] > 0 { n1 / (n1 + 2.0 * n2) } else { 0.5 };
     [y; 3]
 }
 
@@ -295,10 +258,7 @@ mod tests {
     fn lower_orders_use_continuation_counts() {
         // "x z" and "y z": the unigram z follows two distinct words; "<s> x" keeps its count.
         let vocab = Vocab::from_lines(&["x z", "y z", "x z"]);
-        let sentences: Vec<_> = ["x z", "y z", "x z"]
-            .iter()
-            .map(|l| vocab.encode_line(l))
-            .collect();
+        let sentences: Vec<_> = ["x z", "y z", "x z"].iter().map(|l| vocab.encode_line(l)).collect();
         let model = KneserNey::train(&sentences, &vocab, 2).unwrap();
         let z = model.node_of(&[vocab.id("z")]).unwrap();
         assert_eq!(model.count[z as usize], 2);
@@ -311,14 +271,8 @@ mod tests {
     #[test]
     fn empty_training_text_and_order_zero_are_errors() {
         let vocab = Vocab::from_lines(&["a"]);
-        assert!(matches!(
-            KneserNey::train(&[], &vocab, 3),
-            Err(MetricsError::EmptyTrainingData)
-        ));
+        assert!(matches!(KneserNey::train(&[], &vocab, 3), Err(MetricsError::EmptyTrainingData)));
         let s = [vocab.encode_line("a")];
-        assert!(matches!(
-            KneserNey::train(&s, &vocab, 0),
-            Err(MetricsError::InvalidSetting { .. })
-        ));
+        assert!(matches!(KneserNey::train(&s, &vocab, 0), Err(MetricsError::InvalidSetting { .. })));
     }
 }

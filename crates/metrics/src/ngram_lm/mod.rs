@@ -40,9 +40,7 @@ pub fn evaluate<M: LanguageModel + Sync>(model: &M, sentences: &[Vec<u32>]) -> C
             stats
         })
         .collect();
-    per_sentence
-        .into_iter()
-        .fold(CrossEntropyStats::default(), |a, b| a + b)
+    per_sentence.into_iter().fold(CrossEntropyStats::default(), |a, b| a + b)
 }
 
 /// The three baselines trained on one text and scored on another.
@@ -67,29 +65,17 @@ pub struct BaselineReport {
 }
 
 /// Trains the three baselines on `train` lines and scores them on `eval` lines.
-pub fn baselines<S: AsRef<str> + Sync>(
-    train: &[S],
-    eval: &[S],
-    order: usize,
-) -> Result<BaselineReport, MetricsError> {
+pub fn baselines<S: AsRef<str> + Sync>(train: &[S], eval: &[S], order: usize) -> Result<BaselineReport, MetricsError> {
     let vocab = Vocab::from_lines(train);
-    let encode = |lines: &[S]| -> Vec<Vec<u32>> {
-        lines
-            .par_iter()
-            .map(|l| vocab.encode_line(l.as_ref()))
-            .collect()
-    };
+    let encode = |lines: &[S]| -> Vec<Vec<u32>> { lines.par_iter().map(|l| vocab.encode_line(l.as_ref())).collect() };
     let (train_ids, eval_ids) = (encode(train), encode(eval));
     if train_ids.is_empty() {
         return Err(MetricsError::EmptyTrainingData);
     }
     let kn = KneserNey::train(&train_ids, &vocab, order)?;
     let text = Some(TextCounts::of_lines(eval));
-    let oov_tokens = eval
-        .iter()
-        .flat_map(|l| l.as_ref().split_whitespace())
-        .filter(|w| !vocab.contains(w))
-        .count() as u64;
+    let oov_tokens =
+        eval.iter().flat_map(|l| l.as_ref().split_whitespace()).filter(|w| !vocab.contains(w)).count() as u64;
     Ok(BaselineReport {
         order,
         vocab_size: vocab.len(),
@@ -109,10 +95,7 @@ mod tests {
     #[test]
     fn every_line_contributes_its_words_and_one_eos() {
         let vocab = Vocab::from_lines(&["a b"]);
-        let eval: Vec<_> = ["a b", "", "b b b"]
-            .iter()
-            .map(|l| vocab.encode_line(l))
-            .collect();
+        let eval: Vec<_> = ["a b", "", "b b b"].iter().map(|l| vocab.encode_line(l)).collect();
         // "a b" → 2 words + <eos>; "" → <eos>; "b b b" → 3 words + <eos>.
         assert_eq!(evaluate(&Uniform::new(&vocab), &eval).tokens(), 3 + 1 + 4);
     }
@@ -127,26 +110,15 @@ mod tests {
 
     #[test]
     fn kneser_ney_beats_unigram_beats_uniform_on_repetitive_text() {
-        let train: Vec<String> = (0..200)
-            .map(|i| format!("the cat {} on the mat", ["sat", "lay"][i % 2]))
-            .collect();
-        let eval = vec![
-            "the cat sat on the mat".to_string(),
-            "the cat lay on the mat".to_string(),
-        ];
+        let train: Vec<String> = (0..200).map(|i| format!("the cat {} on the mat", ["sat", "lay"][i % 2])).collect();
+        let eval = vec!["the cat sat on the mat".to_string(), "the cat lay on the mat".to_string()];
         let r = baselines(&train, &eval, 3).unwrap();
-        assert!(
-            r.kneser_ney.ppl < r.unigram.ppl && r.unigram.ppl < r.uniform.ppl,
-            "{r:?}"
-        );
+        assert!(r.kneser_ney.ppl < r.unigram.ppl && r.unigram.ppl < r.uniform.ppl, "{r:?}");
     }
 
     #[test]
     fn empty_training_text_is_an_error() {
         let none: [&str; 0] = [];
-        assert!(matches!(
-            baselines(&none, &["a"], 3),
-            Err(MetricsError::EmptyTrainingData)
-        ));
+        assert!(matches!(baselines(&none, &["a"], 3), Err(MetricsError::EmptyTrainingData)));
     }
 }

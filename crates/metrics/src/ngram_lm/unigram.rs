@@ -15,9 +15,7 @@ pub struct Uniform {
 impl Uniform {
     /// The uniform distribution over `vocab`'s predictable words.
     pub fn new(vocab: &Vocab) -> Self {
-        Uniform {
-            vocab_size: vocab.len(),
-        }
+        Uniform { vocab_size: vocab.len() }
     }
 }
 
@@ -67,9 +65,7 @@ mod tests {
         // Counts a:2 b:1 <eos>:1 <unk>:0, N = 4, V = 4.
         assert!((model.log_prob(&[], vocab.id("a")).exp() - 3.0 / 8.0).abs() < 1e-15);
         assert!((model.log_prob(&[], vocab.unk()).exp() - 1.0 / 8.0).abs() < 1e-15);
-        let total: f64 = (0..vocab.len() as u32)
-            .map(|w| model.log_prob(&[], w).exp())
-            .sum();
+        let total: f64 = (0..vocab.len() as u32).map(|w| model.log_prob(&[], w).exp()).sum();
         assert!((total - 1.0).abs() < 1e-12);
     }
 

@@ -24,10 +24,7 @@ impl Vocab {
     ///
     /// Example: `["b a", "a"]` → `b`=0, `a`=1, `<eos>`=2, `<unk>`=3; `<s>` = 4.
     pub fn from_lines<S: AsRef<str>>(lines: &[S]) -> Self {
-        let mut vocab = Vocab {
-            words: Vec::new(),
-            ids: FxHashMap::default(),
-        };
+        let mut vocab = Vocab { words: Vec::new(), ids: FxHashMap::default() };
         for line in lines {
             for word in line.as_ref().split_whitespace() {
                 vocab.insert(word);
@@ -103,10 +100,7 @@ mod tests {
     #[test]
     fn ids_follow_first_occurrence_then_eos_and_unk() {
         let v = Vocab::from_lines(&["b a", "a"]);
-        assert_eq!(
-            (v.id("b"), v.id("a"), v.eos(), v.unk(), v.bos(), v.len()),
-            (0, 1, 2, 3, 4, 4)
-        );
+        assert_eq!((v.id("b"), v.id("a"), v.eos(), v.unk(), v.bos(), v.len()), (0, 1, 2, 3, 4, 4));
         assert_eq!(v.encode_line("a zz"), [4, 1, 3, 2]);
     }
 

@@ -105,10 +105,7 @@ pub(crate) fn is_symbol(c: char) -> bool {
     if c.is_ascii() {
         return is_ascii_symbol(c);
     }
-    matches!(
-        category(c),
-        Gc::MathSymbol | Gc::CurrencySymbol | Gc::ModifierSymbol | Gc::OtherSymbol
-    )
+    matches!(category(c), Gc::MathSymbol | Gc::CurrencySymbol | Gc::ModifierSymbol | Gc::OtherSymbol)
 }
 
 /// `\p{N}`: the categories Nd, Nl, No.
@@ -116,10 +113,7 @@ pub(crate) fn is_number(c: char) -> bool {
     if c.is_ascii() {
         return c.is_ascii_digit();
     }
-    matches!(
-        category(c),
-        Gc::DecimalNumber | Gc::LetterNumber | Gc::OtherNumber
-    )
+    matches!(category(c), Gc::DecimalNumber | Gc::LetterNumber | Gc::OtherNumber)
 }
 
 /// The general category of `c` as sacreBLEU's `regex` module sees it: Unicode 16's, and
@@ -231,11 +225,7 @@ mod tests {
             let p = gc.abbreviation().starts_with('P');
             let s = gc.abbreviation().starts_with('S');
             let n = gc.abbreviation().starts_with('N');
-            assert_eq!(
-                (is_punctuation(c), is_symbol(c), is_number(c)),
-                (p, s, n),
-                "{c:?}"
-            );
+            assert_eq!((is_punctuation(c), is_symbol(c), is_number(c)), (p, s, n), "{c:?}");
         }
     }
 
@@ -243,10 +233,7 @@ mod tests {
 
     #[test]
     fn punctuation_between_digits_stays_but_symbols_split() {
-        assert_eq!(
-            tokenize_intl("„Hallo“, sagte er: 1,000€."),
-            "„ Hallo “ , sagte er : 1,000 € ."
-        );
+        assert_eq!(tokenize_intl("„Hallo“, sagte er: 1,000€."), "„ Hallo “ , sagte er : 1,000 € .");
     }
 
     #[test]

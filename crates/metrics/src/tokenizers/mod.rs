@@ -46,12 +46,7 @@ impl Tokenizer {
     }
 
     /// All tokenizers, in the order of the names above.
-    pub const ALL: [Tokenizer; 4] = [
-        Tokenizer::Mteval13a,
-        Tokenizer::None,
-        Tokenizer::Intl,
-        Tokenizer::Char,
-    ];
+    pub const ALL: [Tokenizer; 4] = [Tokenizer::Mteval13a, Tokenizer::None, Tokenizer::Intl, Tokenizer::Char];
 
     /// Tokenizes one line exactly as sacreBLEU's tokenizer of this name does.
     ///
@@ -88,10 +83,7 @@ impl FromStr for Tokenizer {
     type Err = MetricsError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Tokenizer::ALL
-            .into_iter()
-            .find(|t| t.name() == s)
-            .ok_or_else(|| MetricsError::UnknownTokenizer(s.to_string()))
+        Tokenizer::ALL.into_iter().find(|t| t.name() == s).ok_or_else(|| MetricsError::UnknownTokenizer(s.to_string()))
     }
 }
 

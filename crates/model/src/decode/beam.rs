@@ -75,19 +75,9 @@ pub fn beam_search<B: Backend, M: IncrementalDecoder<B>>(
     let mut cache = model.reorder(cache, index_tensor(&expand, &device));
     let first: Vec<Vec<f64>> = rows(logits).iter().map(|r| log_softmax(r)).collect();
     let mut log_probs: Vec<Vec<f64>> = expand.iter().map(|&b| first[b].clone()).collect();
-    let steps = budget(
-        options.max_new_tokens,
-        model.cached_len(&cache),
-        model.max_len(),
-    );
+    let steps = budget(options.max_new_tokens, model.cached_len(&cache), model.max_len());
 
-    let mut beams: Vec<Vec<Beam>> = vec![
-        vec![Beam {
-            tokens: Vec::new(),
-            log_prob: 0.0
-        }];
-        batch
-    ];
+    let mut beams: Vec<Vec<Beam>> = vec![vec![Beam { tokens: Vec::new(), log_prob: 0.0 }]; batch];
     let mut finished: Vec<Vec<Hypothesis>> = vec![Vec::new(); batch];
     let mut done = vec![false; batch];
     let finish = |beam: &Beam, len: usize| Hypothesis {
@@ -160,36 +150,22 @@ pub fn beam_search<B: Backend, M: IncrementalDecoder<B>>(
                     _ => Some(h),
                 })
                 // Only with max_new_tokens = 0 can a row finish nothing.
-                .unwrap_or(Hypothesis {
-                    tokens: Vec::new(),
-                    log_prob: 0.0,
-                    score: 0.0,
-                })
+                .unwrap_or(Hypothesis { tokens: Vec::new(), log_prob: 0.0, score: 0.0 })
         })
         .collect()
 }
 
 /// The `k` best `(beam, token, log P)` extensions, best first; ties go to the lower beam,
 /// then the lower token id.
-fn best_extensions<'a>(
-    beams: &[Beam],
-    log_probs: impl Fn(usize) -> &'a Vec<f64>,
-    k: usize,
-) -> Vec<(usize, u32, f64)> {
+fn best_extensions<'a>(beams: &[Beam], log_probs: impl Fn(usize) -> &'a Vec<f64>, k: usize) -> Vec<(usize, u32, f64)> {
     let mut all: Vec<(usize, u32, f64)> = Vec::new();
     for (w, beam) in beams.iter().enumerate() {
         let row = log_probs(w);
         // Only this beam's k best tokens can be among the overall k best.
         let mut order: Vec<usize> = (0..row.len()).collect();
         let k_here = k.min(order.len());
-        order.select_nth_unstable_by(k_here - 1, |&a, &b| {
-            row[b].total_cmp(&row[a]).then(a.cmp(&b))
-        });
-        all.extend(
-            order[..k_here]
-                .iter()
-                .map(|&t| (w, t as u32, beam.log_prob + row[t])),
-        );
+        order.select_nth_unstable_by(k_here - 1, |&a, &b| row[b].total_cmp(&row[a]).then(a.cmp(&b)));
+        all.extend(order[..k_here].iter().map(|&t| (w, t as u32, beam.log_prob + row[t])));
     }
     all.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)).then(a.1.cmp(&b.1)));
     all.truncate(k);
@@ -203,12 +179,7 @@ mod tests {
     use crate::decode::toy::{prompt, Toy, A, B, BOS, EOS};
 
     fn options(width: usize, alpha: f64) -> BeamOptions {
-        BeamOptions {
-            width,
-            length_penalty: alpha,
-            max_new_tokens: 6,
-            eos: Some(EOS),
-        }
+        BeamOptions { width, length_penalty: alpha, max_new_tokens: 6, eos: Some(EOS) }
     }
 
     #[test]
@@ -226,15 +197,7 @@ mod tests {
         let best = beam_search(&Toy, Vec::new(), prompt(&[&[BOS]]), &options(2, 0.0));
         assert_eq!(best[0].tokens, vec![B]);
         assert!((best[0].log_prob - 0.36f64.ln()).abs() < 1e-6);
-        let greedy = greedy(
-            &Toy,
-            Vec::new(),
-            prompt(&[&[BOS]]),
-            &GreedyOptions {
-                max_new_tokens: 6,
-                eos: Some(EOS),
-            },
-        );
+        let greedy = greedy(&Toy, Vec::new(), prompt(&[&[BOS]]), &GreedyOptions { max_new_tokens: 6, eos: Some(EOS) });
         assert_eq!(greedy[0], vec![A; 6]);
     }
 
@@ -242,27 +205,15 @@ mod tests {
     fn beam_width_one_without_penalty_equals_greedy_on_toy() {
         for start in [BOS, A, B] {
             let beam = beam_search(&Toy, Vec::new(), prompt(&[&[start]]), &options(1, 0.0));
-            let greedy = greedy(
-                &Toy,
-                Vec::new(),
-                prompt(&[&[start]]),
-                &GreedyOptions {
-                    max_new_tokens: 6,
-                    eos: Some(EOS),
-                },
-            );
+            let greedy =
+                greedy(&Toy, Vec::new(), prompt(&[&[start]]), &GreedyOptions { max_new_tokens: 6, eos: Some(EOS) });
             assert_eq!(beam[0].tokens, greedy[0]);
         }
     }
 
     #[test]
     fn batched_beam_equals_one_row_at_a_time() {
-        let batched = beam_search(
-            &Toy,
-            Vec::new(),
-            prompt(&[&[BOS], &[A], &[B]]),
-            &options(3, 0.6),
-        );
+        let batched = beam_search(&Toy, Vec::new(), prompt(&[&[BOS], &[A], &[B]]), &options(3, 0.6));
         for (row, start) in [BOS, A, B].into_iter().enumerate() {
             let alone = beam_search(&Toy, Vec::new(), prompt(&[&[start]]), &options(3, 0.6));
             assert_eq!(batched[row], alone[0]);

@@ -25,8 +25,7 @@ pub fn greedy<B: Backend, M: IncrementalDecoder<B>>(
     options: &GreedyOptions,
 ) -> Vec<Vec<u32>> {
     let batch = prompt.dims()[0];
-    let (mut feeder, mut logits, steps) =
-        Feeder::start(model, &mut cache, prompt, options.max_new_tokens);
+    let (mut feeder, mut logits, steps) = Feeder::start(model, &mut cache, prompt, options.max_new_tokens);
     let mut out = vec![Vec::new(); batch];
     let mut done = vec![false; batch];
     for step in 0..steps {
@@ -56,10 +55,7 @@ mod tests {
 
     #[test]
     fn greedy_takes_the_argmax_and_stops_at_eos() {
-        let options = GreedyOptions {
-            max_new_tokens: 4,
-            eos: Some(EOS),
-        };
+        let options = GreedyOptions { max_new_tokens: 4, eos: Some(EOS) };
         // From BOS: a (0.6), then a (0.35, tied with b: lowest id), ...; from b: EOS (0.9).
         let out = greedy(&Toy, Vec::new(), prompt(&[&[BOS], &[B]]), &options);
         assert_eq!(out, vec![vec![A, A, A, A], vec![]]);

@@ -58,9 +58,7 @@ pub trait IncrementalDecoder<B: Backend> {
 /// The last position's row of `[batch, len, vocab]` logits.
 fn last_position<B: Backend>(logits: Tensor<B, 3>) -> Tensor<B, 2> {
     let [batch, len, vocab] = logits.dims();
-    logits
-        .slice([0..batch, len - 1..len])
-        .reshape([batch, vocab])
+    logits.slice([0..batch, len - 1..len]).reshape([batch, vocab])
 }
 
 impl<B: Backend> IncrementalDecoder<B> for LanguageModel<B> {
@@ -138,21 +136,14 @@ impl<B: Backend> IncrementalDecoder<B> for TranslationModel<B> {
 /// Host copy of `[batch, vocab]` logits, one `Vec` per row.
 pub(crate) fn rows<B: Backend>(logits: Tensor<B, 2>) -> Vec<Vec<f32>> {
     let [_, vocab] = logits.dims();
-    let flat = logits
-        .into_data()
-        .convert::<f32>()
-        .to_vec::<f32>()
-        .expect("float logits");
+    let flat = logits.into_data().convert::<f32>().to_vec::<f32>().expect("float logits");
     flat.chunks(vocab).map(<[f32]>::to_vec).collect()
 }
 
 /// `[batch, len]` token tensor from host rows of equal length.
 pub(crate) fn token_tensor<B: Backend>(rows: &[Vec<u32>], device: &B::Device) -> Tensor<B, 2, Int> {
     let len = rows.first().map_or(0, Vec::len);
-    let flat: Vec<i64> = rows
-        .iter()
-        .flat_map(|r| r.iter().map(|&t| t as i64))
-        .collect();
+    let flat: Vec<i64> = rows.iter().flat_map(|r| r.iter().map(|&t| t as i64)).collect();
     Tensor::from_data(TensorData::new(flat, [rows.len(), len]), device)
 }
 
@@ -206,34 +197,18 @@ impl<B: Backend> Feeder<B> {
     ) -> (Self, Tensor<B, 2>, usize) {
         let device = prompt.device();
         let [batch, len] = prompt.dims();
-        let flat = prompt
-            .into_data()
-            .convert::<i64>()
-            .to_vec::<i64>()
-            .expect("integer tokens");
-        let history: Vec<Vec<u32>> = (0..batch)
-            .map(|b| {
-                flat[b * len..(b + 1) * len]
-                    .iter()
-                    .map(|&t| t as u32)
-                    .collect()
-            })
-            .collect();
+        let flat = prompt.into_data().convert::<i64>().to_vec::<i64>().expect("integer tokens");
+        let history: Vec<Vec<u32>> =
+            (0..batch).map(|b| flat[b * len..(b + 1) * len].iter().map(|&t| t as u32).collect()).collect();
         let sliding = model.restart(cache).is_some();
         let window = match model.max_len() {
             Some(limit) if sliding && len > limit => limit,
             _ => len,
         };
-        let fed: Vec<Vec<u32>> = history
-            .iter()
-            .map(|h| h[h.len() - window..].to_vec())
-            .collect();
+        let fed: Vec<Vec<u32>> = history.iter().map(|h| h[h.len() - window..].to_vec()).collect();
         let logits = model.step(token_tensor(&fed, &device), cache);
-        let steps = if sliding {
-            max_new_tokens
-        } else {
-            budget(max_new_tokens, model.cached_len(cache), model.max_len())
-        };
+        let steps =
+            if sliding { max_new_tokens } else { budget(max_new_tokens, model.cached_len(cache), model.max_len()) };
         (Self { history, device }, logits, steps)
     }
 
@@ -254,11 +229,7 @@ impl<B: Backend> Feeder<B> {
             if model.cached_len(cache) >= limit {
                 if let Some(empty) = model.restart(cache) {
                     *cache = empty;
-                    let window: Vec<Vec<u32>> = self
-                        .history
-                        .iter()
-                        .map(|h| h[h.len() - limit..].to_vec())
-                        .collect();
+                    let window: Vec<Vec<u32>> = self.history.iter().map(|h| h[h.len() - limit..].to_vec()).collect();
                     return model.step(token_tensor(&window, &self.device), cache);
                 }
             }

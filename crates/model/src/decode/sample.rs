@@ -37,15 +37,11 @@ pub fn sample<B: Backend, M: IncrementalDecoder<B>>(
 ) -> Vec<Vec<u32>> {
     let batch = prompt.dims()[0];
     let mut rng = SplitMix64(options.seed);
-    let (mut feeder, mut logits, steps) =
-        Feeder::start(model, &mut cache, prompt, options.max_new_tokens);
+    let (mut feeder, mut logits, steps) = Feeder::start(model, &mut cache, prompt, options.max_new_tokens);
     let mut out = vec![Vec::new(); batch];
     let mut done = vec![false; batch];
     for step in 0..steps {
-        let next: Vec<u32> = rows(logits)
-            .iter()
-            .map(|row| draw(row, options, &mut rng) as u32)
-            .collect();
+        let next: Vec<u32> = rows(logits).iter().map(|row| draw(row, options, &mut rng) as u32).collect();
         for (b, &token) in next.iter().enumerate() {
             if done[b] {
                 continue;
@@ -68,14 +64,9 @@ pub fn sample<B: Backend, M: IncrementalDecoder<B>>(
 /// `(token, probability)` pairs, most likely first.
 pub fn distribution(logits: &[f32], options: &SampleOptions) -> Vec<(usize, f64)> {
     let temperature = options.temperature;
-    let max = logits
-        .iter()
-        .fold(f64::NEG_INFINITY, |m, &x| m.max(x as f64));
-    let mut probs: Vec<(usize, f64)> = logits
-        .iter()
-        .enumerate()
-        .map(|(i, &x)| (i, ((x as f64 - max) / temperature).exp()))
-        .collect();
+    let max = logits.iter().fold(f64::NEG_INFINITY, |m, &x| m.max(x as f64));
+    let mut probs: Vec<(usize, f64)> =
+        logits.iter().enumerate().map(|(i, &x)| (i, ((x as f64 - max) / temperature).exp())).collect();
     probs.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     if let Some(k) = options.top_k {
         probs.truncate(k.max(1));
@@ -139,14 +130,7 @@ mod tests {
     use crate::decode::toy::{prompt, Toy, A, B, BOS, EOS};
 
     fn options(seed: u64) -> SampleOptions {
-        SampleOptions {
-            max_new_tokens: 8,
-            temperature: 1.0,
-            top_k: None,
-            top_p: None,
-            seed,
-            eos: Some(EOS),
-        }
+        SampleOptions { max_new_tokens: 8, temperature: 1.0, top_k: None, top_p: None, seed, eos: Some(EOS) }
     }
 
     #[test]
@@ -160,24 +144,10 @@ mod tests {
     #[test]
     fn top_k_one_and_zero_temperature_are_greedy() {
         let starts: Vec<&[u32]> = vec![&[BOS], &[A], &[B]];
-        let greedy = greedy(
-            &Toy,
-            Vec::new(),
-            prompt(&starts),
-            &GreedyOptions {
-                max_new_tokens: 8,
-                eos: Some(EOS),
-            },
-        );
-        let top1 = SampleOptions {
-            top_k: Some(1),
-            ..options(3)
-        };
+        let greedy = greedy(&Toy, Vec::new(), prompt(&starts), &GreedyOptions { max_new_tokens: 8, eos: Some(EOS) });
+        let top1 = SampleOptions { top_k: Some(1), ..options(3) };
         assert_eq!(sample(&Toy, Vec::new(), prompt(&starts), &top1), greedy);
-        let cold = SampleOptions {
-            temperature: 0.0,
-            ..options(3)
-        };
+        let cold = SampleOptions { temperature: 0.0, ..options(3) };
         assert_eq!(sample(&Toy, Vec::new(), prompt(&starts), &cold), greedy);
     }
 
@@ -187,42 +157,15 @@ mod tests {
     fn sampled_frequencies_follow_temperature_and_top_p() {
         let starts: Vec<&[u32]> = vec![&[BOS]; 4000];
         let first_a = |opts: &SampleOptions| {
-            let out = sample(
-                &Toy,
-                Vec::new(),
-                prompt(&starts),
-                &SampleOptions {
-                    max_new_tokens: 1,
-                    ..opts.clone()
-                },
-            );
+            let out = sample(&Toy, Vec::new(), prompt(&starts), &SampleOptions { max_new_tokens: 1, ..opts.clone() });
             out.iter().filter(|r| r[0] == A).count() as f64 / out.len() as f64
         };
         assert!((first_a(&options(1)) - 0.6).abs() < 0.03);
-        assert!(
-            (first_a(&SampleOptions {
-                temperature: 2.0,
-                ..options(2)
-            }) - 0.5505)
-                .abs()
-                < 0.03
-        );
-        assert_eq!(
-            first_a(&SampleOptions {
-                top_p: Some(0.5),
-                ..options(3)
-            }),
-            1.0
-        );
+        assert!((first_a(&SampleOptions { temperature: 2.0, ..options(2) }) - 0.5505).abs() < 0.03);
+        assert_eq!(first_a(&SampleOptions { top_p: Some(0.5), ..options(3) }), 1.0);
         let logits = [-1e9, 0.6f32.ln(), 0.4f32.ln()];
         let kept = |top_p| {
-            let dist = distribution(
-                &logits,
-                &SampleOptions {
-                    top_p: Some(top_p),
-                    ..options(0)
-                },
-            );
+            let dist = distribution(&logits, &SampleOptions { top_p: Some(top_p), ..options(0) });
             dist.iter().map(|p| p.0 as u32).collect::<Vec<_>>()
         };
         assert_eq!(kept(0.7), vec![A, B]);

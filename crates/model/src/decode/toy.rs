@@ -17,12 +17,8 @@ pub const A: u32 = 1;
 pub const B: u32 = 2;
 pub const BOS: u32 = 3;
 
-const TABLE: [[f64; 4]; 4] = [
-    [1.0, 0.0, 0.0, 0.0],
-    [0.3, 0.35, 0.35, 0.0],
-    [0.9, 0.05, 0.05, 0.0],
-    [0.0, 0.6, 0.4, 0.0],
-];
+const TABLE: [[f64; 4]; 4] =
+    [[1.0, 0.0, 0.0, 0.0], [0.3, 0.35, 0.35, 0.0], [0.9, 0.05, 0.05, 0.0], [0.0, 0.6, 0.4, 0.0]];
 
 /// The toy model; its cache is each row's history.
 pub struct Toy;
@@ -30,11 +26,7 @@ pub struct Toy;
 impl IncrementalDecoder<TestBackend> for Toy {
     type Cache = Vec<Vec<u32>>;
 
-    fn step(
-        &self,
-        tokens: Tensor<TestBackend, 2, Int>,
-        cache: &mut Self::Cache,
-    ) -> Tensor<TestBackend, 2> {
+    fn step(&self, tokens: Tensor<TestBackend, 2, Int>, cache: &mut Self::Cache) -> Tensor<TestBackend, 2> {
         let [batch, new] = tokens.dims();
         let flat = tokens.into_data().convert::<i64>().to_vec::<i64>().unwrap();
         if cache.is_empty() {
@@ -44,21 +36,13 @@ impl IncrementalDecoder<TestBackend> for Toy {
         for (row, history) in flat.chunks(new).zip(cache.iter_mut()) {
             history.extend(row.iter().map(|&t| t as u32));
             let last = *history.last().unwrap() as usize;
-            logits.extend(
-                TABLE[last]
-                    .iter()
-                    .map(|&p| if p > 0.0 { p.ln() as f32 } else { -1e9 }),
-            );
+            logits.extend(TABLE[last].iter().map(|&p| if p > 0.0 { p.ln() as f32 } else { -1e9 }));
         }
         Tensor::from_data(TensorData::new(logits, [batch, 4]), &Default::default())
     }
 
     fn reorder(&self, cache: Self::Cache, indices: Tensor<TestBackend, 1, Int>) -> Self::Cache {
-        let indices = indices
-            .into_data()
-            .convert::<i64>()
-            .to_vec::<i64>()
-            .unwrap();
+        let indices = indices.into_data().convert::<i64>().to_vec::<i64>().unwrap();
         indices.iter().map(|&i| cache[i as usize].clone()).collect()
     }
 

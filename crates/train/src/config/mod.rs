@@ -18,8 +18,7 @@ use toml::{Table, Value};
 
 pub use resume::default_run_dir;
 pub use sections::{
-    DataConfig, DecodeConfig, EvalConfig, OptimizerKind, Sampling, ScheduleKind, TokenizerKind,
-    TrainConfig,
+    DataConfig, DecodeConfig, EvalConfig, OptimizerKind, Sampling, ScheduleKind, TokenizerKind, TrainConfig,
 };
 
 /// The built-in defaults, also the runner's embedded default experiment.
@@ -69,8 +68,8 @@ impl RunConfig {
         let mut table = parse(DEFAULT_TOML, "configs/default.toml")?;
         let mut origin = "configs/default.toml".to_string();
         if let Some(path) = file {
-            let text = std::fs::read_to_string(path)
-                .map_err(|source| ConfigError::Io { path: path.to_path_buf(), source })?;
+            let text =
+                std::fs::read_to_string(path).map_err(|source| ConfigError::Io { path: path.to_path_buf(), source })?;
             origin = path.display().to_string();
             lay_over(&mut table, parse(&text, &origin)?, &origin)?;
         }
@@ -111,7 +110,9 @@ impl RunConfig {
     pub fn first_difference(&self, other: &RunConfig) -> Option<String> {
         let tables = [self, other].map(|c| c.to_toml().parse::<Table>().expect("serialized TOML parses"));
         for (section, ours) in &tables[0] {
-            let (Some(ours), Some(theirs)) = (ours.as_table(), tables[1].get(section).and_then(Value::as_table)) else { continue };
+            let (Some(ours), Some(theirs)) = (ours.as_table(), tables[1].get(section).and_then(Value::as_table)) else {
+                continue;
+            };
             for (key, value) in ours {
                 if theirs.get(key) != Some(value) {
                     let other = theirs.get(key).map_or("nothing".to_string(), Value::to_string);
@@ -127,7 +128,11 @@ impl RunConfig {
         self.model.validate()?;
         let t = &self.train;
         let positive = |key: &'static str, ok: bool, value: String| {
-            if ok { Ok(()) } else { Err(ConfigError::Invalid { key, value, expected: "a positive number" }) }
+            if ok {
+                Ok(())
+            } else {
+                Err(ConfigError::Invalid { key, value, expected: "a positive number" })
+            }
         };
         positive("train.lr", t.lr > 0.0 && t.lr.is_finite(), t.lr.to_string())?;
         positive("train.batch_size", t.batch_size > 0, t.batch_size.to_string())?;
@@ -138,7 +143,9 @@ impl RunConfig {
         positive("eval.batch_size", self.eval.batch_size > 0, self.eval.batch_size.to_string())?;
         positive("eval.dynamic_segment", self.eval.dynamic_segment > 0, self.eval.dynamic_segment.to_string())?;
         let unit = |key: &'static str, v: f64| {
-            if (0.0..1.0).contains(&v) { Ok(()) } else {
+            if (0.0..1.0).contains(&v) {
+                Ok(())
+            } else {
                 Err(ConfigError::Invalid { key, value: v.to_string(), expected: "a number in [0, 1)" })
             }
         };
@@ -147,7 +154,11 @@ impl RunConfig {
         unit("train.label_smoothing", t.label_smoothing)?;
         unit("train.momentum", t.momentum)?;
         if !(t.eps > 0.0) {
-            return Err(ConfigError::Invalid { key: "train.eps", value: t.eps.to_string(), expected: "a positive number" });
+            return Err(ConfigError::Invalid {
+                key: "train.eps",
+                value: t.eps.to_string(),
+                expected: "a positive number",
+            });
         }
         if !(t.clip_norm >= 0.0) || !(t.weight_decay >= 0.0) || !(t.min_lr >= 0.0) {
             return Err(ConfigError::Invalid {
@@ -166,7 +177,9 @@ impl RunConfig {
         }
         self.validate_generated_data()?;
         let nonneg = |key: &'static str, v: f64| {
-            if v >= 0.0 && v.is_finite() { Ok(()) } else {
+            if v >= 0.0 && v.is_finite() {
+                Ok(())
+            } else {
                 Err(ConfigError::Invalid { key, value: v.to_string(), expected: "a finite non-negative number" })
             }
         };
@@ -177,10 +190,18 @@ impl RunConfig {
         let d = &self.decode;
         positive("decode.beam", d.beam > 0, d.beam.to_string())?;
         if !(d.top_p > 0.0 && d.top_p <= 1.0) {
-            return Err(ConfigError::Invalid { key: "decode.top_p", value: d.top_p.to_string(), expected: "a number in (0, 1]" });
+            return Err(ConfigError::Invalid {
+                key: "decode.top_p",
+                value: d.top_p.to_string(),
+                expected: "a number in (0, 1]",
+            });
         }
         if !(d.temperature >= 0.0) {
-            return Err(ConfigError::Invalid { key: "decode.temperature", value: d.temperature.to_string(), expected: "a non-negative number" });
+            return Err(ConfigError::Invalid {
+                key: "decode.temperature",
+                value: d.temperature.to_string(),
+                expected: "a non-negative number",
+            });
         }
         Ok(())
     }
@@ -193,12 +214,18 @@ impl RunConfig {
         if !d.dataset.starts_with("synthetic-") {
             return Ok(());
         }
-        let invalid = |key: &'static str, value: String, expected: &'static str| Err(ConfigError::Invalid { key, value, expected });
+        let invalid = |key: &'static str, value: String, expected: &'static str| {
+            Err(ConfigError::Invalid { key, value, expected })
+        };
         if d.synthetic_vocab < 2 {
             return invalid("data.synthetic_vocab", d.synthetic_vocab.to_string(), "at least 2 words");
         }
         if d.synthetic_size < 20 {
-            return invalid("data.synthetic_size", d.synthetic_size.to_string(), "at least 20 (valid and test get a tenth each)");
+            return invalid(
+                "data.synthetic_size",
+                d.synthetic_size.to_string(),
+                "at least 20 (valid and test get a tenth each)",
+            );
         }
         if !(0.0..=1.0).contains(&d.synthetic_epsilon) {
             return invalid("data.synthetic_epsilon", d.synthetic_epsilon.to_string(), "a number in [0, 1]");

@@ -67,9 +67,12 @@ pub enum FetchError {
     Io { path: PathBuf, source: std::io::Error },
 }
 
-const SHAKESPEARE: &str = "https://raw.githubusercontent.com/karpathy/char-rnn/6f9487a6fe5b420b7ca9afb0d7c078e37c1d1b4e/data/tinyshakespeare";
-const PTB: &str = "https://raw.githubusercontent.com/Lasagne/Recipes/d616658de38e69f5036b236b6acbaf6e465ec9bd/examples/penntree";
-const MULTI30K: &str = "https://raw.githubusercontent.com/multi30k/dataset/a3d2e0d26b56f3846f66a952536ffed4e401d05a/data/task1/raw";
+const SHAKESPEARE: &str =
+    "https://raw.githubusercontent.com/karpathy/char-rnn/6f9487a6fe5b420b7ca9afb0d7c078e37c1d1b4e/data/tinyshakespeare";
+const PTB: &str =
+    "https://raw.githubusercontent.com/Lasagne/Recipes/d616658de38e69f5036b236b6acbaf6e465ec9bd/examples/penntree";
+const MULTI30K: &str =
+    "https://raw.githubusercontent.com/multi30k/dataset/a3d2e0d26b56f3846f66a952536ffed4e401d05a/data/task1/raw";
 
 /// (dataset, directory, base URL, [(file, sha256)], about): the manifest of
 /// `../shared/data/README.md`.
@@ -121,12 +124,17 @@ pub fn names() -> Vec<&'static str> {
 
 /// The named dataset's manifest.
 pub fn named(name: &str) -> Result<RemoteDataset, FetchError> {
-    let (name, dir, base, files, about) = MANIFEST.iter().find(|m| m.0 == name).ok_or_else(|| FetchError::Unknown(name.into()))?;
+    let (name, dir, base, files, about) =
+        MANIFEST.iter().find(|m| m.0 == name).ok_or_else(|| FetchError::Unknown(name.into()))?;
     Ok(RemoteDataset {
         name: name.to_string(),
         files: files
             .iter()
-            .map(|(file, sha)| RemoteFile { path: format!("{dir}/{file}"), url: format!("{base}/{file}"), sha256: sha.to_string() })
+            .map(|(file, sha)| RemoteFile {
+                path: format!("{dir}/{file}"),
+                url: format!("{base}/{file}"),
+                sha256: sha.to_string(),
+            })
             .collect(),
         about: about.to_string(),
     })
@@ -180,7 +188,9 @@ fn download_verified(url: &str, expected: &str, target: &Path) -> Result<u64, Fe
         let mut buffer = vec![0u8; 1 << 16];
         let mut total = 0u64;
         loop {
-            let n = reader.read(&mut buffer).map_err(|e| FetchError::Network { url: url.into(), message: e.to_string() })?;
+            let n = reader
+                .read(&mut buffer)
+                .map_err(|e| FetchError::Network { url: url.into(), message: e.to_string() })?;
             if n == 0 {
                 break;
             }
@@ -212,7 +222,10 @@ fn open(url: &str) -> Result<Box<dyn Read + Send>, FetchError> {
     if !(url.starts_with("http://") || url.starts_with("https://")) {
         return Err(network("not an http://, https:// or file:// URL".into()));
     }
-    let agent = ureq::AgentBuilder::new().timeout_connect(Duration::from_secs(20)).timeout_read(Duration::from_secs(60)).build();
+    let agent = ureq::AgentBuilder::new()
+        .timeout_connect(Duration::from_secs(20))
+        .timeout_read(Duration::from_secs(60))
+        .build();
     match agent.get(url).call() {
         Ok(response) => Ok(Box::new(response.into_reader())),
         Err(ureq::Error::Status(code, response)) => Err(network(format!("HTTP {code} {}", response.status_text()))),

@@ -42,7 +42,9 @@ pub enum DataError {
     Empty { path: PathBuf, split: &'static str },
     #[error("data.dataset = {0:?}: not a language-modeling dataset (expected synthetic-lm, tiny-shakespeare, ptb or a text file)")]
     Unknown(String),
-    #[error("{0}: no test split: this dataset is one file split 90/10 into train and valid (as nanoGPT); use --split valid")]
+    #[error(
+        "{0}: no test split: this dataset is one file split 90/10 into train and valid (as nanoGPT); use --split valid"
+    )]
     NoTest(String),
     #[error("data.tokenizer = \"bpe\" is not supported for language modeling yet; use char or word")]
     BpeLm,
@@ -74,7 +76,11 @@ pub fn read_text(path: &Path) -> Result<String, DataError> {
 fn data_file(dir: &Path, name: &str) -> PathBuf {
     let plain = dir.join(name);
     let gz = dir.join(format!("{name}.gz"));
-    if !plain.exists() && gz.exists() { gz } else { plain }
+    if !plain.exists() && gz.exists() {
+        gz
+    } else {
+        plain
+    }
 }
 
 /// Loads the language-modeling dataset that `config` names.
@@ -158,9 +164,8 @@ fn from_texts_with(
     };
     let mut streams = Vec::with_capacity(3);
     for ((text, path), split) in texts.iter().zip(paths).zip(SPLITS) {
-        let ids = vocab
-            .encode(text)
-            .map_err(|symbol| DataError::UnknownSymbol { path: path.clone(), split, symbol })?;
+        let ids =
+            vocab.encode(text).map_err(|symbol| DataError::UnknownSymbol { path: path.clone(), split, symbol })?;
         streams.push(ids);
     }
     let test = streams.pop().expect("three splits");

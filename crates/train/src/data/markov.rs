@@ -35,8 +35,7 @@ pub struct MarkovSource {
 pub fn make_words(n: usize, consonants: &str, vowels: &str) -> Vec<String> {
     let cs: Vec<char> = consonants.chars().collect();
     let vs: Vec<char> = vowels.chars().collect();
-    let syllables: Vec<String> =
-        cs.iter().flat_map(|c| vs.iter().map(move |v| format!("{c}{v}"))).collect();
+    let syllables: Vec<String> = cs.iter().flat_map(|c| vs.iter().map(move |v| format!("{c}{v}"))).collect();
     (0..n)
         .map(|i| {
             let (a, b) = (i % syllables.len(), i / syllables.len());
@@ -113,11 +112,7 @@ impl MarkovSource {
             .iter()
             .enumerate()
             .map(|(s, &pi)| {
-                let h: f64 = self.probs[s * v..(s + 1) * v]
-                    .iter()
-                    .filter(|&&p| p > 0.0)
-                    .map(|&p| -p * p.ln())
-                    .sum();
+                let h: f64 = self.probs[s * v..(s + 1) * v].iter().filter(|&&p| p > 0.0).map(|&p| -p * p.ln()).sum();
                 pi * h
             })
             .sum()

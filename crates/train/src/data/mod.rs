@@ -1,8 +1,8 @@
 //! Data: generated and named datasets, vocabularies, and batching.
 
+pub mod fetch;
 pub mod lm_batches;
 pub mod lm_dataset;
-pub mod fetch;
 pub mod markov;
 pub mod mt_batches;
 pub mod mt_dataset;

@@ -16,7 +16,13 @@ pub struct Pair {
 }
 
 /// The batches (lists of pair indices) of one epoch.
-pub fn token_budget_batches(pairs: &[Pair], batch_tokens: usize, max_rows: usize, seed: u64, epoch: u64) -> Vec<Vec<usize>> {
+pub fn token_budget_batches(
+    pairs: &[Pair],
+    batch_tokens: usize,
+    max_rows: usize,
+    seed: u64,
+    epoch: u64,
+) -> Vec<Vec<usize>> {
     let mut rng = Rng::derive(seed, "mt-epoch", epoch);
     let mut order: Vec<usize> = (0..pairs.len()).collect();
     for i in (1..order.len()).rev() {

@@ -50,7 +50,9 @@ impl MtTokenizer {
     pub fn decode(&self, ids: &[u32]) -> String {
         let plain: Vec<u32> = ids.iter().copied().filter(|&i| i as usize >= SPECIALS.len()).collect();
         match self {
-            MtTokenizer::Words(v) => plain.iter().map(|&i| v.symbols[i as usize].as_str()).collect::<Vec<_>>().join(" "),
+            MtTokenizer::Words(v) => {
+                plain.iter().map(|&i| v.symbols[i as usize].as_str()).collect::<Vec<_>>().join(" ")
+            }
             MtTokenizer::Bpe(t) => t.decode(&plain).unwrap_or_default(),
         }
     }
@@ -122,7 +124,11 @@ pub fn load_mt(config: &DataConfig, data_dir: &Path) -> Result<MtData, DataError
             let text = train_text.iter().flat_map(|(s, t)| [s.as_str(), t.as_str()]);
             MtTokenizer::Bpe(trainer.train_texts(text))
         }
-        TokenizerKind::Char => return Err(DataError::Tokenizer("data.tokenizer = \"char\" is for language models; use word or bpe".into())),
+        TokenizerKind::Char => {
+            return Err(DataError::Tokenizer(
+                "data.tokenizer = \"char\" is for language models; use word or bpe".into(),
+            ))
+        }
     };
     let pairs = |text: &TextPairs| -> Vec<Pair> {
         text.iter().map(|(s, t)| Pair { source: tokenizer.encode(s), target: tokenizer.encode(t) }).collect()
@@ -135,7 +141,11 @@ fn read_pairs(source: &PathBuf, target: &PathBuf) -> Result<TextPairs, DataError
     let (s, t) = (read_text(source)?, read_text(target)?);
     let (s, t): (Vec<&str>, Vec<&str>) = (s.lines().collect(), t.lines().collect());
     if s.len() != t.len() {
-        return Err(DataError::Unaligned { sources: source.clone(), targets: target.clone(), lines: (s.len(), t.len()) });
+        return Err(DataError::Unaligned {
+            sources: source.clone(),
+            targets: target.clone(),
+            lines: (s.len(), t.len()),
+        });
     }
     if s.is_empty() {
         return Err(DataError::Empty { path: source.clone(), split: "translation" });
@@ -154,6 +164,7 @@ fn joint_words(train: &TextPairs, cap: usize) -> Vocab {
     let mut words: Vec<(&str, u64)> = counts.into_iter().filter(|(w, _)| !SPECIALS.contains(w)).collect();
     words.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
     let room = if cap == 0 { usize::MAX } else { cap.saturating_sub(SPECIALS.len()) };
-    let symbols = SPECIALS.iter().map(|s| s.to_string()).chain(words.into_iter().take(room).map(|(w, _)| w.to_string()));
+    let symbols =
+        SPECIALS.iter().map(|s| s.to_string()).chain(words.into_iter().take(room).map(|(w, _)| w.to_string()));
     Vocab::from_symbols("word", symbols.collect())
 }

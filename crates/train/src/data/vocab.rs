@@ -54,8 +54,7 @@ impl Vocab {
         for w in text.split_whitespace() {
             *counts.entry(w).or_insert(0) += 1;
         }
-        let mut words: Vec<(&str, u64)> =
-            counts.into_iter().filter(|(w, _)| *w != UNK && *w != EOS).collect();
+        let mut words: Vec<(&str, u64)> = counts.into_iter().filter(|(w, _)| *w != UNK && *w != EOS).collect();
         words.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
         let mut symbols = vec![UNK.to_string(), EOS.to_string()];
         let room = if cap == 0 { usize::MAX } else { cap.saturating_sub(2) };
@@ -80,7 +79,10 @@ impl Vocab {
     /// word outside a vocabulary without `<unk>`) is the error, for the caller to report.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
         if self.kind == "char" {
-            return text.chars().map(|c| self.index.get(c.to_string().as_str()).copied().ok_or_else(|| c.to_string())).collect();
+            return text
+                .chars()
+                .map(|c| self.index.get(c.to_string().as_str()).copied().ok_or_else(|| c.to_string()))
+                .collect();
         }
         let (Some(&unk), Some(&eos)) = (self.index.get(UNK), self.index.get(EOS)) else {
             // A vocabulary without `<unk>`/`<eos>` (generated words): every word must be known.

@@ -86,7 +86,11 @@ impl<'a> LmTask<'a> {
         let lanes = config.train.batch_size;
         if config.train.sampling == Sampling::Sequential && (data.train.len() - 1) / lanes < block {
             let needs = format!("train.batch_size = {lanes} sequential lanes of model.block_size = {block}");
-            return Err(TrainError::TooShort { what: format!("{dataset}: training split"), len: data.train.len(), needs });
+            return Err(TrainError::TooShort {
+                what: format!("{dataset}: training split"),
+                len: data.train.len(),
+                needs,
+            });
         }
         Ok(LmTask { config, data })
     }
@@ -110,11 +114,17 @@ impl<B: AutodiffBackend> Task<B> for LmTask<'_> {
     }
 
     fn init(&self, device: &B::Device) -> DecoderOnly<B> {
-        self.config.model.init_decoder_only(self.data.vocab.len(), device).expect("a language model: checked in LmTask::new")
+        self.config
+            .model
+            .init_decoder_only(self.data.vocab.len(), device)
+            .expect("a language model: checked in LmTask::new")
     }
 
     fn init_inner(&self, device: &B::Device) -> DecoderOnly<B::InnerBackend> {
-        self.config.model.init_decoder_only(self.data.vocab.len(), device).expect("a language model: checked in LmTask::new")
+        self.config
+            .model
+            .init_decoder_only(self.data.vocab.len(), device)
+            .expect("a language model: checked in LmTask::new")
     }
 
     fn write_vocab(&self, run: &Path) -> std::io::Result<()> {
@@ -125,7 +135,12 @@ impl<B: AutodiffBackend> Task<B> for LmTask<'_> {
         let batch = self.batch(state.data_position);
         state.data_position += 1;
         let shape = [batch.batch, batch.block];
-        let ids = |v: &[u32]| Tensor::<B, 2, Int>::from_data(TensorData::new(v.iter().map(|&t| t as i64).collect::<Vec<_>>(), shape), device);
+        let ids = |v: &[u32]| {
+            Tensor::<B, 2, Int>::from_data(
+                TensorData::new(v.iter().map(|&t| t as i64).collect::<Vec<_>>(), shape),
+                device,
+            )
+        };
         cross_entropy(model.forward(ids(&batch.inputs)), ids(&batch.targets), None, self.config.train.label_smoothing)
     }
 
@@ -135,7 +150,8 @@ impl<B: AutodiffBackend> Task<B> for LmTask<'_> {
 
     fn validate(&self, model: &Inner<B, Self>, device: &B::Device) -> Result<LmValid, TrainError> {
         let (c, d) = (self.config, &self.data);
-        let scored = score(model, &d.valid, c.model.block_size, c.eval.batch_size, d.min_context, c.train.eval_batches, device);
+        let scored =
+            score(model, &d.valid, c.model.block_size, c.eval.batch_size, d.min_context, c.train.eval_batches, device);
         Ok(LmValid { scored, entropy_rate: d.entropy_rate })
     }
 

@@ -81,7 +81,8 @@ impl<'a> MtTask<'a> {
     fn epoch_batches(&mut self, epoch: u64) -> &[Vec<usize>] {
         if self.batches.as_ref().is_none_or(|b| b.0 != epoch) {
             let t = &self.config.train;
-            let (rows, budget) = if t.batch_tokens == 0 { (t.batch_size, usize::MAX) } else { (usize::MAX, t.batch_tokens) };
+            let (rows, budget) =
+                if t.batch_tokens == 0 { (t.batch_size, usize::MAX) } else { (usize::MAX, t.batch_tokens) };
             self.batches = Some((epoch, token_budget_batches(&self.data.train, budget, rows, t.seed, epoch)));
         }
         &self.batches.as_ref().expect("just made").1
