@@ -38,7 +38,7 @@ pub struct GenerateArgs {
 }
 
 pub fn run(args: GenerateArgs) -> Result<()> {
-    if !(args.temperature >= 0.0) {
+    if args.temperature.is_nan() || args.temperature < 0.0 {
         anyhow::bail!("--temperature {}: expected a non-negative number", args.temperature);
     }
     if let Some(p) = args.top_p {

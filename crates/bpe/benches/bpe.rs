@@ -29,7 +29,7 @@ fn bench_train(c: &mut Criterion) {
     let path = corpus();
     let mut group = c.benchmark_group("bpe_train");
     group.sample_size(10);
-    group.bench_function("vocab_8000", |b| b.iter(|| trainer(8000).train_files(&[path.clone()]).unwrap()));
+    group.bench_function("vocab_8000", |b| b.iter(|| trainer(8000).train_files(std::slice::from_ref(&path)).unwrap()));
     group.finish();
 }
 

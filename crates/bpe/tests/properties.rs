@@ -128,7 +128,7 @@ fn training_on_files_equals_training_on_the_same_text() {
     enc.write_all(text.as_bytes()).unwrap();
     enc.finish().unwrap();
     let from_text = trainer(700).train_texts([&text]).to_json_string();
-    assert_eq!(trainer(700).train_files(&[plain.clone()]).unwrap().to_json_string(), from_text);
+    assert_eq!(trainer(700).train_files(std::slice::from_ref(&plain)).unwrap().to_json_string(), from_text);
     assert_eq!(trainer(700).train_files(&[gz]).unwrap().to_json_string(), from_text);
     // Two files count like their concatenation.
     let (first, second) = text.split_at(text[..text.len() / 2].rfind('\n').unwrap() + 1);

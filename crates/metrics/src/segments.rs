@@ -45,7 +45,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ref.txt");
         std::fs::write(&path, "a\nb\n").unwrap();
-        let err = read_segments("only one\n".as_bytes(), &[path.clone()]).unwrap_err().to_string();
+        let err = read_segments("only one\n".as_bytes(), std::slice::from_ref(&path)).unwrap_err().to_string();
         assert!(err.contains("ref.txt has 2 lines but stdin has 1 hypotheses"), "{err}");
     }
 

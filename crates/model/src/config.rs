@@ -210,7 +210,7 @@ impl ModelConfig {
         positive("model.block_size", self.block_size)?;
         probability("model.dropout", self.dropout)?;
         probability("model.attention_dropout", self.attention_dropout)?;
-        if self.d_model % self.n_heads != 0 {
+        if !self.d_model.is_multiple_of(self.n_heads) {
             return Err(ConfigError::HeadsDoNotDivide { n_heads: self.n_heads, d_model: self.d_model });
         }
         if !(self.norm_eps > 0.0 && self.norm_eps.is_finite()) {

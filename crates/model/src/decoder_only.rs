@@ -13,6 +13,10 @@ use crate::lm::{LanguageModel, LmCache};
 use crate::notes::{NotesCache, NotesModel};
 
 /// A decoder-only language model of either architecture.
+///
+/// One model per run, moved rarely: the size difference of the variants costs nothing, and
+/// boxing them would change the record's layout (and so the checkpoints').
+#[allow(clippy::large_enum_variant)]
 #[derive(Module, Debug)]
 pub enum DecoderOnly<B: Backend> {
     /// `arch = "lm"`: the GPT-style stack of Transformer blocks.

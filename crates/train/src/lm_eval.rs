@@ -46,14 +46,10 @@ pub fn score<B: Backend>(
         start += len;
     }
     let mut total = Scored::default();
-    let mut batches = 0;
     // Full-length windows in batches; a shorter last window alone.
     let (full, rest): (Vec<_>, Vec<_>) = windows.into_iter().partition(|w| w.1 == block);
-    for group in full.chunks(batch.max(1)).chain(rest.chunks(1)) {
-        if max_batches > 0 && batches == max_batches {
-            break;
-        }
-        batches += 1;
+    let limit = if max_batches > 0 { max_batches } else { usize::MAX };
+    for group in full.chunks(batch.max(1)).chain(rest.chunks(1)).take(limit) {
         let len = group[0].1;
         let rows = group.len();
         let mut inputs = Vec::with_capacity(rows * len);

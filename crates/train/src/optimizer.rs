@@ -136,7 +136,7 @@ fn sgd<B: AutodiffBackend, M: AutodiffModule<B>>(
 ) -> OptimizerAdaptor<Sgd<B::InnerBackend>, M, B> {
     SgdConfig::new()
         .with_weight_decay(decay)
-        .with_momentum((c.momentum > 0.0).then(|| MomentumConfig {
+        .with_momentum((c.momentum > 0.0).then_some(MomentumConfig {
             momentum: c.momentum,
             dampening: 0.0,
             nesterov: false,

@@ -71,7 +71,7 @@ fn bench_encode(args: &BenchArgs, corpus: &Path) -> Result<()> {
         special_tokens: vec![],
         show_progress: false,
     })?;
-    let tok = trainer.train_files(&[train_text.clone()])?;
+    let tok = trainer.train_files(std::slice::from_ref(&train_text))?;
     let mb = 10.0;
     let mut bytes = std::fs::read(corpus)?;
     bytes.truncate((mb * 1e6) as usize);

@@ -153,14 +153,14 @@ impl RunConfig {
         unit("train.beta2", t.beta2)?;
         unit("train.label_smoothing", t.label_smoothing)?;
         unit("train.momentum", t.momentum)?;
-        if !(t.eps > 0.0) {
+        if t.eps.is_nan() || t.eps <= 0.0 {
             return Err(ConfigError::Invalid {
                 key: "train.eps",
                 value: t.eps.to_string(),
                 expected: "a positive number",
             });
         }
-        if !(t.clip_norm >= 0.0) || !(t.weight_decay >= 0.0) || !(t.min_lr >= 0.0) {
+        if [t.clip_norm, t.weight_decay, t.min_lr].iter().any(|v| v.is_nan() || *v < 0.0) {
             return Err(ConfigError::Invalid {
                 key: "train.clip_norm / train.weight_decay / train.min_lr",
                 value: format!("{} / {} / {}", t.clip_norm, t.weight_decay, t.min_lr),
@@ -196,7 +196,7 @@ impl RunConfig {
                 expected: "a number in (0, 1]",
             });
         }
-        if !(d.temperature >= 0.0) {
+        if d.temperature.is_nan() || d.temperature < 0.0 {
             return Err(ConfigError::Invalid {
                 key: "decode.temperature",
                 value: d.temperature.to_string(),

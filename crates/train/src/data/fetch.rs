@@ -74,9 +74,11 @@ const PTB: &str =
 const MULTI30K: &str =
     "https://raw.githubusercontent.com/multi30k/dataset/a3d2e0d26b56f3846f66a952536ffed4e401d05a/data/task1/raw";
 
-/// (dataset, directory, base URL, [(file, sha256)], about): the manifest of
-/// `../shared/data/README.md`.
-const MANIFEST: &[(&str, &str, &str, &[(&str, &str)], &str)] = &[
+/// One dataset of the manifest: (dataset, directory, base URL, [(file, sha256)], about).
+type Entry = (&'static str, &'static str, &'static str, &'static [(&'static str, &'static str)], &'static str);
+
+/// The manifest of `../shared/data/README.md`.
+const MANIFEST: &[Entry] = &[
     (
         "tiny-shakespeare",
         "tinyshakespeare",

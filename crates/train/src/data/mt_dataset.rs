@@ -3,7 +3,7 @@
 //! directory), with one joint source-target vocabulary: whitespace words, or byte-level BPE
 //! trained with `attend-bpe` on the training split (the paper's shared vocabulary).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use attend_bpe::{Trainer, TrainerConfig};
 use serde::{Deserialize, Serialize};
@@ -20,7 +20,8 @@ pub const SPECIALS: [&str; 4] = ["<pad>", "<unk>", "<s>", "</s>"];
 pub const IDS: SpecialIds = SpecialIds { pad: 0, bos: 2, eos: 3 };
 const UNK: u32 = 1;
 
-/// The joint vocabulary of a translation run.
+/// The joint vocabulary of a translation run (one per run: the variants' sizes do not matter).
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum MtTokenizer {
     /// Whitespace words: the specials, then the most frequent words of the training text.
@@ -137,18 +138,18 @@ pub fn load_mt(config: &DataConfig, data_dir: &Path) -> Result<MtData, DataError
 }
 
 /// Line-aligned source and target files; unequal line counts and empty files are errors.
-fn read_pairs(source: &PathBuf, target: &PathBuf) -> Result<TextPairs, DataError> {
+fn read_pairs(source: &Path, target: &Path) -> Result<TextPairs, DataError> {
     let (s, t) = (read_text(source)?, read_text(target)?);
     let (s, t): (Vec<&str>, Vec<&str>) = (s.lines().collect(), t.lines().collect());
     if s.len() != t.len() {
         return Err(DataError::Unaligned {
-            sources: source.clone(),
-            targets: target.clone(),
+            sources: source.to_path_buf(),
+            targets: target.to_path_buf(),
             lines: (s.len(), t.len()),
         });
     }
     if s.is_empty() {
-        return Err(DataError::Empty { path: source.clone(), split: "translation" });
+        return Err(DataError::Empty { path: source.to_path_buf(), split: "translation" });
     }
     Ok(s.into_iter().zip(t).map(|(a, b)| (a.to_string(), b.to_string())).collect())
 }

@@ -114,7 +114,7 @@ impl<B: AutodiffBackend> Task<B> for MtTask<'_> {
         let count = batches.len() as u64;
         let indices = batches[(state.data_position % count) as usize].clone();
         state.data_position += 1;
-        if state.data_position % count == 0 {
+        if state.data_position.is_multiple_of(count) {
             state.epoch += 1;
         }
         let batch = pad_batch(&self.data.train, &indices, IDS);
