@@ -1,8 +1,8 @@
 //! The attend runner (`cargo xtask ...`): parses arguments, then calls the library crates.
 //!
 //! One file per subcommand; this file only declares the command line and dispatches.
-//! See <https://github.com/matklad/cargo-xtask/> for the pattern, and `../shared/DESIGN.md`
-//! section 4 for the command-line contract.
+//! See <https://github.com/matklad/cargo-xtask/> for the pattern, and `docs/commands.md` for
+//! the command-line contract.
 
 mod backend;
 mod baseline;

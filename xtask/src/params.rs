@@ -74,7 +74,7 @@ mod tests {
         load(&path)
     }
 
-    /// DESIGN.md section 6: ≈63M (base) and ≈214M (big) with the shared 37,000-token vocabulary.
+    /// docs/math.md, Counting: ≈63M (base) and ≈214M (big) with a shared 37,000-token vocabulary.
     #[test]
     fn committed_paper_configs_have_the_paper_param_counts() {
         let (base, vocab) = committed("transformer-base.toml");

@@ -1,5 +1,6 @@
 //! `cargo xtask train`: resolve the configuration, run the task's training loop on the chosen
-//! backend with a progress bar, print the summary (DESIGN.md sections 4 and 5).
+//! backend with a progress bar, print the summary (docs/commands.md; the run directory:
+//! docs/architecture.md).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,4 +1,4 @@
-//! `cargo xtask bpe` end to end: the command-line contract of DESIGN.md section 4.
+//! `cargo xtask bpe` end to end: the command-line contract of docs/commands.md.
 
 use std::io::Write;
 use std::path::Path;

@@ -1,4 +1,4 @@
-//! `cargo xtask params` end to end: the command-line contract of DESIGN.md section 4.
+//! `cargo xtask params` end to end: the command-line contract of docs/commands.md.
 
 use std::path::Path;
 use std::process::{Command, Output};

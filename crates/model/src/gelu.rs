@@ -2,7 +2,7 @@
 //! GPT-2 and nanoGPT (`nn.GELU()`) use it.
 //!
 //! Burn 0.21's `activation::gelu` computes this forward but its backward differentiates the
-//! tanh approximation (DESIGN.md section 10). We compose GELU from `erf`, whose autodiff
+//! tanh approximation (docs/burn.md). We compose GELU from `erf`, whose autodiff
 //! backward is exact (`d erf(u)/du = 2/√π·e^{-u²}`), so the gradient is the true
 //! `Φ(x) + x·φ(x)`; a test checks it against finite differences.
 

@@ -3,7 +3,7 @@
 //! A mask is a `Tensor<B, 4, Bool>` that broadcasts to the scores `[batch, heads, queries,
 //! keys]`, with `true` where a query may **not** look. Masked scores are replaced by
 //! [`MASKED_SCORE`], a large finite negative number rather than `-inf`: a row whose keys are
-//! all masked then gets uniform weights instead of `NaN` (DESIGN.md section 10).
+//! all masked then gets uniform weights instead of `NaN` (docs/burn.md).
 
 use burn::tensor::{backend::Backend, Bool, Tensor, TensorData};
 

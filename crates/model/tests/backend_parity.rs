@@ -1,4 +1,4 @@
-//! Backend parity (issue 4, DESIGN.md sections 3 and 9): the same tiny models, with identical
+//! Backend parity (issue 4; docs/architecture.md, Backends): the same tiny models, with identical
 //! weights, give the same outputs on `burn-ndarray` (CPU) and `burn-wgpu` (here Mesa's software
 //! Vulkan driver, lavapipe; on a machine with a GPU, the GPU) within 1e-4 absolute/relative.
 //!

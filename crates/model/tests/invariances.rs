@@ -1,4 +1,4 @@
-//! The invariances of DESIGN.md section 6 as property tests (proptest) on `burn-ndarray`, or on
+//! The invariances of docs/math.md as property tests (proptest) on `burn-ndarray`, or on
 //! `burn-wgpu` with the `test-wgpu` feature (fewer cases: a software Vulkan driver is slow):
 //! each test's name carries the invariant's key word (softmax is in `attention.rs`).
 

@@ -1,7 +1,7 @@
 //! Checkpoints: `checkpoints/step-NNNNNNN/` holding `model.mpk` (Burn's named MessagePack
 //! recorder, full precision), `optimizer.mpk` and `state.json` (step, epoch, data position,
 //! seed, best validation loss). Each is written under a temporary name and renamed into place,
-//! so a crash never leaves a half-written checkpoint under a final name (DESIGN.md section 5).
+//! so a crash never leaves a half-written checkpoint under a final name (docs/architecture.md).
 
 use std::path::{Path, PathBuf};
 

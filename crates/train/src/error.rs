@@ -1,5 +1,6 @@
-//! The crate's one error type: every failure of training, evaluation, generation and
-//! translation, each naming the file, key, step or sentence at fault.
+//! The crate's errors: [`TrainError`] for every failure of training, evaluation, generation and
+//! translation, and [`PromptError`] for a `generate` prompt; each names the file, key, step,
+//! sentence or symbol at fault.
 
 use std::path::{Path, PathBuf};
 

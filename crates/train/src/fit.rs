@@ -15,7 +15,7 @@ use std::time::Instant;
 use burn::module::AutodiffModule;
 use burn::optim::{GradientsAccumulator, GradientsParams};
 use burn::tensor::backend::AutodiffBackend;
-use burn::tensor::ElementConversion;
+use burn::tensor::{ElementConversion, Tensor};
 use serde_json::{json, Value};
 
 use crate::average::{average_checkpoints, load_weights, write_averaged};
@@ -75,33 +75,56 @@ pub fn fit<B: AutodiffBackend, T: Task<B>>(
     observer.started(state.step + 1, t.max_steps);
     let mut last_valid = None;
     let (mut early_stopped, mut interrupted) = (false, false);
+    // Tokens and step time since the last logged step (steps in between are not read back;
+    // evaluation and checkpointing are not step time).
+    let (mut tokens_since, mut seconds_since) = (0.0, 0.0);
     while state.step < t.max_steps {
         let started = Instant::now();
         let step = state.step + 1;
         B::seed(device, Rng::derive(t.seed, "dropout", step).next_u64());
         let mut accumulator = GradientsAccumulator::<T::Model>::new();
-        let (mut nll, mut counted) = (0.0, 0.0);
+        let (mut nll, mut counted) = (None::<Tensor<B::InnerBackend, 1>>, 0.0);
         for _ in 0..t.grad_accum {
             let losses = task.train_loss(&model, &mut state, device);
-            nll += losses.nll_sum.clone().into_scalar().elem::<f64>();
+            let batch_nll = losses.nll_sum.clone().inner();
+            nll = Some(nll.map_or(batch_nll.clone(), |sum| sum + batch_nll));
             counted += losses.count;
             let grads = losses.objective.div_scalar(t.grad_accum as f64).backward();
             accumulator.accumulate(&model, GradientsParams::from_grads(grads, &model));
         }
-        let loss = nll / counted;
+        state.tokens += counted as u64;
+        state.epoch = task.epoch(&state);
+        let last_step = step == t.max_steps || (t.max_epochs > 0 && state.epoch >= t.max_epochs);
+        // The step's one device-to-host read: the loss, on logged, evaluated, saved and last steps.
+        let read = |nll: Tensor<B::InnerBackend, 1>| nll.into_scalar().elem::<f64>() / counted;
+        let nll = nll.expect("train.grad_accum >= 1");
+        let scheduled = [t.log_every, t.eval_every, t.checkpoint_every].iter().any(|&n| step % n == 0) || last_step;
+        let mut loss = scheduled.then(|| read(nll.clone()));
         let lr;
         (model, lr) = update(model, &mut optim, accumulator, loss, step, config, &ckpt_root)?;
         state.step = step;
-        state.tokens += counted as u64;
-        state.epoch = task.epoch(&state);
+        tokens_since += counted;
+        interrupted = stop.load(Ordering::Relaxed);
+        if interrupted && loss.is_none() {
+            // Ctrl-C between logged steps: check this step's loss before its checkpoint.
+            let value = read(nll);
+            if !value.is_finite() {
+                let last = checkpoint::latest(&ckpt_root).map_or("none".into(), |c| c.1.display().to_string());
+                return Err(TrainError::NonFinite { step, loss: value, last });
+            }
+            loss = Some(value);
+        }
         let seconds = started.elapsed().as_secs_f64();
         state.wall_s += seconds;
-        let tokens_per_s = counted / seconds;
-        append(json!({"event": "train", "step": step, "loss": loss, "lr": lr, "tokens_per_s": tokens_per_s}))?;
-        observer.step(step, loss, lr, tokens_per_s);
+        seconds_since += seconds;
+        if let Some(loss) = loss {
+            let tokens_per_s = tokens_since / seconds_since;
+            (tokens_since, seconds_since) = (0.0, 0.0);
+            append(json!({"event": "train", "step": step, "loss": loss, "lr": lr, "tokens_per_s": tokens_per_s}))?;
+            observer.step(step, loss, lr, tokens_per_s);
+            interrupted = stop.load(Ordering::Relaxed);
+        }
 
-        let last_step = step == t.max_steps || (t.max_epochs > 0 && state.epoch >= t.max_epochs);
-        interrupted = stop.load(Ordering::Relaxed);
         // Ctrl-C saves a checkpoint but evaluates only on schedule: `best/` and the patience
         // count stay those of a run that was never stopped.
         if step % t.eval_every == 0 || last_step {
@@ -172,19 +195,19 @@ pub fn fit<B: AutodiffBackend, T: Task<B>>(
     Ok(result)
 }
 
-/// Ends a step: refuses a non-finite loss (naming the step and the last good checkpoint),
-/// clips the accumulated gradients by global norm and takes the scheduled optimizer step.
-/// Returns the updated model and the learning rate used.
+/// Ends a step: refuses a non-finite loss where it was read (naming the step and the last good
+/// checkpoint), clips the accumulated gradients by global norm and takes the scheduled
+/// optimizer step. Returns the updated model and the learning rate used.
 fn update<B: AutodiffBackend, M: AutodiffModule<B>>(
     model: M,
     optim: &mut Optim<B, M>,
     mut accumulator: GradientsAccumulator<M>,
-    loss: f64,
+    loss: Option<f64>,
     step: u64,
     config: &RunConfig,
     ckpt_root: &Path,
 ) -> Result<(M, f64), TrainError> {
-    if !loss.is_finite() {
+    if let Some(loss) = loss.filter(|l| !l.is_finite()) {
         let last = checkpoint::latest(ckpt_root).map_or("none".into(), |c| c.1.display().to_string());
         return Err(TrainError::NonFinite { step, loss, last });
     }

@@ -3,7 +3,8 @@
 //! Wires the other crates together: datasets and their tokenization (characters, words, or
 //! `attend-bpe`), batching, the TOML run configuration, learning-rate schedules, the training loops,
 //! checkpoints, and evaluation with `attend-metrics`. Models come from
-//! `attend-model`. See DESIGN.md sections 4, 5 and 7.
+//! `attend-model`. See docs/commands.md (configuration, datasets), docs/architecture.md (the
+//! run directory) and docs/math.md (generated data).
 
 pub mod asgd;
 pub mod average;

@@ -1,6 +1,6 @@
-//! `metrics.jsonl`: one JSON object per line, each with `event` and `step` (DESIGN.md
-//! section 5). A resumed run first cuts the file back to its checkpoint's step, dropping a
-//! partial last line that a SIGKILL may have left, then appends.
+//! `metrics.jsonl`: one JSON object per line, each with `event` and `step`
+//! (docs/architecture.md, The run directory). A resumed run first cuts the file back to its
+//! checkpoint's step, dropping a partial last line that a SIGKILL may have left, then appends.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -4,7 +4,7 @@
 //!
 //! Two BLEU figures are reported, as MT papers do: sacreBLEU's default (mixed case, `13a`
 //! tokenization of the detokenized output) and the lowercased one, which is how results on
-//! lowercased, tokenized Multi30k (the 36.5 of DESIGN.md section 8) are usually stated.
+//! lowercased, tokenized Multi30k (the 36.5 of docs/benchmarks.md, Targets) are usually stated.
 
 use std::path::Path;
 

@@ -1,6 +1,6 @@
 //! The optimizer from `[train]`: Burn's Adam, AdamW or SGD with every hyperparameter set
 //! from the configuration (never Burn's defaults: its Adam ε is 1e-5, its AdamW decay 1e-4,
-//! its momentum dampening 0.1), plus what Burn lacks (DESIGN.md section 10):
+//! its momentum dampening 0.1), plus what Burn lacks (docs/burn.md):
 //!
 //! - clipping by the **global** gradient norm, as PyTorch's `clip_grad_norm_`:
 //!   `g ← g · min(1, c / (‖g‖₂ + 1e-6))` with `‖g‖₂` over all parameters together;
@@ -158,24 +158,24 @@ impl<B: AutodiffBackend> ModuleMapper<B> for DecayMatrices {
     }
 }
 
-/// Scales the gradients so their global L2 norm is at most `max_norm`; returns the norm
-/// before clipping (PyTorch's `clip_grad_norm_`).
+/// Scales the gradients so that their global L2 norm is at most `max_norm`, as PyTorch's
+/// `clip_grad_norm_`: `g ← g · min(1, c / (‖g‖₂ + 1e-6))`. All on the device: no value is read
+/// back to the host (a GPU step stays asynchronous). `max_norm` = 0 does nothing.
 pub fn clip_global_norm<B: AutodiffBackend, M: AutodiffModule<B>>(
     module: &M,
     grads: &mut GradientsParams,
     max_norm: f64,
-) -> f64 {
+) {
+    if max_norm <= 0.0 {
+        return;
+    }
     let mut sum = SquaredNorm::<B::InnerBackend> { grads, total: None };
     module.visit(&mut sum);
-    let norm = sum.total.map_or(0.0, |t| t.into_scalar().elem::<f64>().sqrt());
-    if max_norm > 0.0 && norm > max_norm {
-        let factor = max_norm / (norm + 1e-6);
-        module.visit(&mut ScaleGrads::<B::InnerBackend> { grads, factor, _b: std::marker::PhantomData });
-    }
-    norm
+    let Some(total) = sum.total else { return };
+    let limit = Tensor::<B::InnerBackend, 1>::full([1], max_norm, &total.device());
+    let factor = limit.div(total.sqrt().add_scalar(1e-6)).clamp_max(1.0);
+    module.visit(&mut ScaleGrads::<B::InnerBackend> { grads, factor });
 }
-
-use burn::tensor::ElementConversion;
 
 struct SquaredNorm<'a, B: Backend> {
     grads: &'a GradientsParams,
@@ -194,16 +194,60 @@ impl<B: AutodiffBackend> ModuleVisitor<B> for SquaredNorm<'_, B::InnerBackend> {
     }
 }
 
+/// Multiplies every gradient by `factor` (shape `[1]`).
 struct ScaleGrads<'a, B: Backend> {
     grads: &'a mut GradientsParams,
-    factor: f64,
-    _b: std::marker::PhantomData<B>,
+    factor: Tensor<B, 1>,
 }
 
 impl<B: AutodiffBackend> ModuleVisitor<B> for ScaleGrads<'_, B::InnerBackend> {
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
         if let Some(g) = self.grads.remove::<B::InnerBackend, D>(param.id) {
-            self.grads.register::<B::InnerBackend, D>(param.id, g.mul_scalar(self.factor));
+            let factor = self.factor.clone().reshape([1; D]);
+            self.grads.register::<B::InnerBackend, D>(param.id, g.mul(factor));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::module::Module;
+    use burn::nn::{Linear, LinearConfig};
+    use burn::tensor::Distribution;
+
+    type B = burn::backend::Autodiff<burn_ndarray::NdArray<f32>>;
+
+    /// A layer and the gradients of a loss through it, with their global L2 norm.
+    fn layer_and_grads() -> (Linear<B>, GradientsParams, f64) {
+        let device = Default::default();
+        let layer = LinearConfig::new(4, 3).init::<B>(&device);
+        let x = Tensor::<B, 2>::random([5, 4], Distribution::Default, &device);
+        let grads = GradientsParams::from_grads(layer.forward(x).powi_scalar(2).sum().backward(), &layer);
+        let norm = squared(&layer, &grads).sqrt();
+        (layer, grads, norm)
+    }
+
+    fn squared(layer: &Linear<B>, grads: &GradientsParams) -> f64 {
+        let mut sum = SquaredNorm::<burn_ndarray::NdArray<f32>> { grads, total: None };
+        layer.visit(&mut sum);
+        sum.total.unwrap().into_scalar() as f64
+    }
+
+    #[test]
+    fn clipping_scales_the_global_norm_to_the_limit_as_pytorch() {
+        let (layer, mut grads, norm) = layer_and_grads();
+        let limit = norm / 4.0;
+        clip_global_norm(&layer, &mut grads, limit);
+        let want = norm * limit / (norm + 1e-6);
+        assert!((squared(&layer, &grads).sqrt() - want).abs() < 1e-4 * want, "{norm} -> {want}");
+    }
+
+    #[test]
+    fn gradients_within_the_limit_are_left_exactly_as_they_are() {
+        let (layer, mut grads, norm) = layer_and_grads();
+        let before = grads.get::<burn_ndarray::NdArray<f32>, 2>(layer.weight.id).unwrap().into_data();
+        clip_global_norm(&layer, &mut grads, norm * 2.0);
+        assert_eq!(grads.get::<burn_ndarray::NdArray<f32>, 2>(layer.weight.id).unwrap().into_data(), before);
     }
 }

@@ -2,8 +2,8 @@
 //!
 //! Every random stream of a run (data generation, batch offsets, dropout seeds) is derived
 //! from `(seed, purpose, step)` with [`Rng::derive`], so a resumed run draws exactly what an
-//! uninterrupted one draws without saving any generator state (DESIGN.md section 10: Burn's
-//! own generator can be seeded but not saved).
+//! uninterrupted one draws without saving any generator state (docs/burn.md: Burn's own
+//! generator can be seeded but not saved).
 
 /// SplitMix64 (Steele, Lea, Flood 2014): passes BigCrush, one `u64` of state.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -125,6 +125,25 @@ fn resume_with_gelu_logs_exactly_the_losses_of_an_uninterrupted_run() {
     assert_eq!(events(stopped.path(), "train"), events(straight.path(), "train"));
 }
 
+/// `train.log_every`: the loss is read back and logged every N steps, and at evaluation,
+/// checkpoint and last steps; what is trained does not change.
+#[test]
+fn log_every_logs_only_its_steps_and_trains_the_same_model() {
+    let _turn = serial();
+    let (every, sparse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let config = tiny_config(12); // evaluations and checkpoints at 5 and 10
+    run(&config, every.path(), false).unwrap();
+    let mut sparse_config = config.clone();
+    sparse_config.train.log_every = 4;
+    run(&sparse_config, sparse.path(), false).unwrap();
+    let (all, logged) = (events(every.path(), "train"), events(sparse.path(), "train"));
+    assert_eq!(logged.iter().map(|e| e.0).collect::<Vec<_>>(), [4, 5, 8, 10, 12]);
+    for (step, loss) in logged {
+        assert_eq!(loss, all[step as usize - 1].1, "step {step}");
+    }
+    assert_eq!(events(sparse.path(), "eval"), events(every.path(), "eval"));
+}
+
 #[test]
 fn corrupt_or_missing_checkpoints_are_refused_with_a_clear_error() {
     let _turn = serial();

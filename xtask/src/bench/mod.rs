@@ -1,5 +1,5 @@
 //! `cargo xtask bench [bpe|bleu|train|all]`: end-to-end figures of ours beside the peers', measured in
-//! the same run on the same input (DESIGN.md section 8). One JSON line per figure on
+//! the same run on the same input (docs/benchmarks.md, Targets). One JSON line per figure on
 //! stdout; progress on stderr.
 //!
 //! Peers are the Python scripts in `../shared/bench/peers/`, run with `--python` (default:

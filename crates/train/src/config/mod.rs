@@ -1,5 +1,5 @@
 //! Run configuration: TOML files laid over the built-in defaults (`configs/default.toml`),
-//! then `--set section.key=value` overrides, then checked key by key (DESIGN.md section 4).
+//! then `--set section.key=value` overrides, then checked key by key (docs/commands.md).
 //!
 //! Rules: a file names only what it changes; an unknown section or key is an error naming it
 //! (`unknown key model.flux_capacitor`); a value of the wrong type names the key and what was
@@ -138,6 +138,7 @@ impl RunConfig {
         positive("train.batch_size", t.batch_size > 0, t.batch_size.to_string())?;
         positive("train.max_steps", t.max_steps > 0, t.max_steps.to_string())?;
         positive("train.grad_accum", t.grad_accum > 0, t.grad_accum.to_string())?;
+        positive("train.log_every", t.log_every > 0, t.log_every.to_string())?;
         positive("train.eval_every", t.eval_every > 0, t.eval_every.to_string())?;
         positive("train.checkpoint_every", t.checkpoint_every > 0, t.checkpoint_every.to_string())?;
         positive("eval.batch_size", self.eval.batch_size > 0, self.eval.batch_size.to_string())?;

@@ -134,13 +134,17 @@ pub struct TrainConfig {
     pub clip_norm: f64,
     /// Batches whose gradients are summed before one optimizer step.
     pub grad_accum: usize,
+    /// Read the training loss back from the device and log it every this many steps (and at
+    /// evaluation, checkpoint and last steps); the non-finite-loss check runs then too.
+    /// 1 logs every step; a GPU run reads less often to keep the device busy.
+    pub log_every: u64,
     /// Evaluate on the validation split every this many steps (and at the end).
     pub eval_every: u64,
     /// Batches per evaluation; 0 evaluates the whole split.
     pub eval_batches: usize,
     /// Save a checkpoint every this many steps (and at the end).
     pub checkpoint_every: u64,
-    /// Checkpoints kept besides `best/` (DESIGN.md section 4: default 3).
+    /// Checkpoints kept besides `best/` (default 3; docs/architecture.md, The run directory).
     pub keep_checkpoints: usize,
     /// Stop after this many evaluations without improvement; 0 turns early stopping off.
     pub patience: u64,

@@ -1,4 +1,4 @@
-//! The configuration rules of DESIGN.md section 4.
+//! The configuration rules of docs/commands.md (Configuration).
 
 use super::*;
 

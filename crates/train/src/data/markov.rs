@@ -5,7 +5,7 @@
 //! uniform mass: `p(w | s) = ε/V + (1 − ε) q_s(w)`. The mixing makes the chain irreducible and
 //! aperiodic, so it has one stationary distribution `π`, and the entropy rate is exactly
 //! `H = Σ_s π(s) · H(p(· | s))` nats per word (Cover & Thomas, Theorem 4.2.4): the lowest
-//! cross-entropy any model can reach on this text (DESIGN.md section 7).
+//! cross-entropy any model can reach on this text (docs/math.md, Generated data).
 
 use crate::rng::Rng;
 

@@ -1,4 +1,4 @@
-//! The generated datasets of DESIGN.md section 7, built from a seed.
+//! The generated datasets of docs/math.md (Generated data), built from a seed.
 //!
 //! - `synthetic-lm`: a word stream from a [`MarkovSource`]; its exact entropy rate is the
 //!   floor any model's cross-entropy can reach.
