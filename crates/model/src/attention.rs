@@ -12,6 +12,7 @@ use crate::cache::KeyValue;
 use crate::config::ModelConfig;
 use crate::init::{linear, Role};
 use crate::mask::MASKED_SCORE;
+use crate::positionwise::positionwise;
 
 /// `softmax(QKᵀ/√d_k + mask) V`, with dropout on the weights.
 ///
@@ -106,8 +107,8 @@ impl<B: Backend> MultiHeadAttention<B> {
     /// - output: `[batch, heads, keys, d_k]` each
     pub fn keys_values(&self, x: Tensor<B, 3>) -> KeyValue<B> {
         KeyValue {
-            keys: self.split_heads(self.key.forward(x.clone())),
-            values: self.split_heads(self.value.forward(x)),
+            keys: self.split_heads(positionwise(&self.key, x.clone())),
+            values: self.split_heads(positionwise(&self.value, x)),
         }
     }
 
@@ -124,13 +125,13 @@ impl<B: Backend> MultiHeadAttention<B> {
         kv: &KeyValue<B>,
         mask: Option<Tensor<B, 4, Bool>>,
     ) -> AttentionOutput<B> {
-        let q = self.split_heads(self.query.forward(x_query));
+        let q = self.split_heads(positionwise(&self.query, x_query));
         let (context, weights) =
             scaled_dot_product_attention(q, kv.keys.clone(), kv.values.clone(), mask, &self.dropout);
         let [batch, heads, queries, d_k] = context.dims();
         // Concat(head₁..head_h): [batch, heads, queries, d_k] → [batch, queries, heads·d_k].
         let concat = context.swap_dims(1, 2).reshape([batch, queries, heads * d_k]);
-        AttentionOutput { context: self.output.forward(concat), weights }
+        AttentionOutput { context: positionwise(&self.output, concat), weights }
     }
 
     /// `[batch, len, d_model]` → `[batch, heads, len, d_k]`.

@@ -3,11 +3,12 @@
 //! weights are tied.
 
 use burn::module::{Module, Param};
-use burn::tensor::module::{embedding, linear};
+use burn::tensor::module::embedding;
 use burn::tensor::{backend::Backend, Int, Tensor};
 
 use crate::config::ModelConfig;
 use crate::init::table;
+use crate::positionwise::positionwise_transposed;
 
 /// The embedding matrix `E` and its scale.
 #[derive(Module, Debug)]
@@ -50,6 +51,6 @@ impl<B: Backend> TokenEmbedding<B> {
     /// - `x`: `[batch, len, d_model]`
     /// - output: `[batch, len, vocab]`
     pub fn project(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
-        linear(x, self.weight.val().transpose(), None)
+        positionwise_transposed(x, self.weight.val())
     }
 }

@@ -8,6 +8,7 @@ use burn::tensor::{activation::relu, backend::Backend, Tensor};
 use crate::config::{Activation, ModelConfig};
 use crate::gelu::gelu;
 use crate::init::{linear, Role};
+use crate::positionwise::positionwise;
 
 /// `W₂(act(W₁ x))`, applied to each position separately.
 #[derive(Module, Debug)]
@@ -34,7 +35,7 @@ impl<B: Backend> FeedForward<B> {
     /// - `x`: `[batch, len, d_model]`
     /// - output: `[batch, len, d_model]`
     pub fn forward(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
-        self.w_2.forward(activate(self.w_1.forward(x), self.activation))
+        positionwise(&self.w_2, activate(positionwise(&self.w_1, x), self.activation))
     }
 }
 

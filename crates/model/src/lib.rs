@@ -45,6 +45,7 @@ pub mod mask;
 pub mod notes;
 pub mod params;
 pub mod positions;
+pub mod positionwise;
 pub mod seq2seq;
 pub mod sublayer;
 

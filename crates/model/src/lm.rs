@@ -134,7 +134,7 @@ impl<B: Backend> LanguageModel<B> {
     /// - output: `[batch, len, vocab]`
     pub fn project(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
         match &self.output {
-            Some(output) => output.forward(x),
+            Some(output) => crate::positionwise::positionwise(output, x),
             None => self.embedding.project(x),
         }
     }

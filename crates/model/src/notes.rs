@@ -24,6 +24,7 @@ use crate::feed_forward::activate;
 use crate::init::{linear, materialize, Role};
 use crate::mask::causal_mask;
 use crate::positions::PositionalEncoding;
+use crate::positionwise::positionwise;
 
 /// The notes' model.
 #[derive(Module, Debug)]
@@ -111,10 +112,10 @@ impl<B: Backend> NotesModel<B> {
         // x ← xE + P
         let x = self.positions.forward(self.embedding.forward(tokens), offset);
         // Q, K, V with a single head: [batch, 1, new, d].
-        let q = self.w_q.forward(x.clone()).unsqueeze_dim::<4>(1);
+        let q = positionwise(&self.w_q, x.clone()).unsqueeze_dim::<4>(1);
         let kv = KeyValue {
-            keys: self.w_k.forward(x.clone()).unsqueeze_dim(1),
-            values: self.w_v.forward(x).unsqueeze_dim(1),
+            keys: positionwise(&self.w_k, x.clone()).unsqueeze_dim(1),
+            values: positionwise(&self.w_v, x).unsqueeze_dim(1),
         };
         let kv = extend(&mut cache.kv, kv);
         let mask = causal_mask::<B>(new, offset + new, offset, &q.device());
@@ -123,7 +124,8 @@ impl<B: Backend> NotesModel<B> {
         let (h, weights) = scaled_dot_product_attention(q, kv.keys, kv.values, Some(mask), &no_dropout);
         let h: Tensor<B, 3> = h.squeeze_dim(1);
         // O = ReLU(ReLU(hW₁)W₂)
-        let o = activate(self.w_2.forward(activate(self.w_1.forward(h), self.activation)), self.activation);
+        let o =
+            activate(positionwise(&self.w_2, activate(positionwise(&self.w_1, h), self.activation)), self.activation);
         cache.len += new;
         // Õ = OEᵀ
         (self.embedding.project(o), weights)

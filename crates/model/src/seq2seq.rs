@@ -187,7 +187,7 @@ impl<B: Backend> TranslationModel<B> {
             self.decoder.forward_cached(x, &cache.memory, Some(self_mask), cross_mask, &mut cache.layers);
         cache.len += new;
         let logits = match &self.output {
-            Some(output) => output.forward(x),
+            Some(output) => crate::positionwise::positionwise(output, x),
             None => self.target_embedding.project(x),
         };
         let (self_weights, cross_weights) = outputs

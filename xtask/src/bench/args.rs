@@ -29,7 +29,8 @@ pub struct BenchArgs {
     /// Skip the peers (ours only).
     #[arg(long)]
     pub no_peers: bool,
-    /// Compute backend of `bench train`.
+    /// Compute backend of `bench train` (ndarray: the nanoGPT comparison with PyTorch on the
+    /// CPU, then the fixed per-step overhead; others: the overhead).
     #[arg(long, value_enum, default_value_t = Backend::Ndarray)]
     pub backend: Backend,
 }

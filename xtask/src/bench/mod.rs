@@ -9,6 +9,7 @@
 mod args;
 mod bleu;
 mod bpe;
+mod overhead;
 mod peers;
 mod train;
 
@@ -27,7 +28,13 @@ pub fn run(args: BenchArgs) -> Result<()> {
     }
     if matches!(args.which, Which::Train | Which::All) {
         let torch = args.torch_python.clone().unwrap_or_else(|| args.python.clone());
-        train::bench_train(&BenchArgs { torch_python: Some(torch), ..args })?;
+        let args = BenchArgs { torch_python: Some(torch), ..args };
+        if args.backend == crate::backend::Backend::Ndarray {
+            train::bench_train(&args)?;
+        } else {
+            eprintln!("bench train: the nanoGPT CPU comparison runs on --backend ndarray only");
+        }
+        overhead::bench_overhead(&args)?;
     }
     Ok(())
 }
