@@ -16,7 +16,7 @@ use burn::module::AutodiffModule;
 use burn::optim::{GradientsAccumulator, GradientsParams};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{ElementConversion, Tensor};
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use crate::average::{average_checkpoints, load_weights, write_averaged};
 use crate::checkpoint::{self, TrainState};
@@ -65,8 +65,7 @@ pub fn fit<B: AutodiffBackend, T: Task<B>>(
         };
     if let Some(reason) = state.finished(t) {
         observer.note(&format!("the run already finished at step {} ({reason}); nothing to do", state.step));
-        let valid =
-            if task.cheap_validation() { Some(task.validate(&optim.eval_weights(&model), device)?) } else { None };
+        let valid = summary_validation(&task, &optim, &model, device)?;
         let sample = valid.as_ref().map(|v| task.sample(&model, v, device));
         return Ok(summary(&state, valid, sample, (false, false, Some(reason))));
     }
@@ -108,10 +107,7 @@ pub fn fit<B: AutodiffBackend, T: Task<B>>(
         if interrupted && loss.is_none() {
             // Ctrl-C between logged steps: check this step's loss before its checkpoint.
             let value = read(nll);
-            if !value.is_finite() {
-                let last = checkpoint::latest(&ckpt_root).map_or("none".into(), |c| c.1.display().to_string());
-                return Err(TrainError::NonFinite { step, loss: value, last });
-            }
+            refuse_non_finite(value, step, &ckpt_root)?;
             loss = Some(value);
         }
         let seconds = started.elapsed().as_secs_f64();
@@ -129,9 +125,7 @@ pub fn fit<B: AutodiffBackend, T: Task<B>>(
         // count stay those of a run that was never stopped.
         if step % t.eval_every == 0 || last_step {
             let valid = task.validate(&optim.eval_weights(&model), device)?;
-            let mut event = json!({"event": "eval", "step": step, "split": "valid", "loss": valid.loss(), "ppl": valid.loss().exp()});
-            event.as_object_mut().expect("an object").extend(valid.eval_fields());
-            append(event)?;
+            append(eval_event(step, "valid", &valid, Map::new()))?;
             observer.eval(step, valid.loss());
             if let Some(headline) = valid.headline() {
                 observer.note(&format!("step {step}: {headline}"));
@@ -165,10 +159,8 @@ pub fn fit<B: AutodiffBackend, T: Task<B>>(
         average_checkpoints(|| task.init_inner(device), last, &out, device)?;
         let valid = task.validate(&load_weights(task.init_inner(device), &out, device)?, device)?;
         let steps: Vec<u64> = last.iter().map(|c| c.0).collect();
-        let mut event = json!({"event": "eval", "step": state.step, "split": "valid-averaged", "loss": valid.loss(),
-                               "ppl": valid.loss().exp(), "averaged_steps": steps});
-        event.as_object_mut().expect("an object").extend(valid.eval_fields());
-        append(event)?;
+        let averaged = Map::from_iter([("averaged_steps".to_string(), json!(steps))]);
+        append(eval_event(state.step, "valid-averaged", &valid, averaged))?;
         let headline = valid.headline().map_or(String::new(), |h| format!(", {h}"));
         observer.note(&format!("averaged {} checkpoints: valid loss {:.4}{headline}", last.len(), valid.loss()));
     }
@@ -177,8 +169,8 @@ pub fn fit<B: AutodiffBackend, T: Task<B>>(
         write_averaged(&run.join("averaged"), &state, mean.clone(), steps)?;
         observer.note(&format!("averaged/ holds the ASGD mean of steps {start}..={}", state.step));
     }
-    if last_valid.is_none() && task.cheap_validation() {
-        last_valid = Some(task.validate(&optim.eval_weights(&model), device)?);
+    if last_valid.is_none() {
+        last_valid = summary_validation(&task, &optim, &model, device)?;
     }
     let sample = last_valid.as_ref().map(|v| task.sample(&model, v, device));
     let result = summary(&state, last_valid, sample, (early_stopped, interrupted, None));
@@ -207,12 +199,41 @@ fn update<B: AutodiffBackend, M: AutodiffModule<B>>(
     config: &RunConfig,
     ckpt_root: &Path,
 ) -> Result<(M, f64), TrainError> {
-    if let Some(loss) = loss.filter(|l| !l.is_finite()) {
-        let last = checkpoint::latest(ckpt_root).map_or("none".into(), |c| c.1.display().to_string());
-        return Err(TrainError::NonFinite { step, loss, last });
+    if let Some(loss) = loss {
+        refuse_non_finite(loss, step, ckpt_root)?;
     }
     let mut grads = accumulator.grads();
     clip_global_norm(&model, &mut grads, config.train.clip_norm);
     let lr = learning_rate(&config.train, config.model.d_model, step);
     Ok((optim.step(step, lr, model, grads), lr))
+}
+
+/// A non-finite training loss stops the run, naming the step and the last good checkpoint.
+fn refuse_non_finite(loss: f64, step: u64, ckpt_root: &Path) -> Result<(), TrainError> {
+    if loss.is_finite() {
+        return Ok(());
+    }
+    let last = checkpoint::latest(ckpt_root).map_or("none".into(), |c| c.1.display().to_string());
+    Err(TrainError::NonFinite { step, loss, last })
+}
+
+/// The `eval` event of `valid` on `split`, with the task's fields and `extra`.
+fn eval_event<V: Validation>(step: u64, split: &str, valid: &V, extra: Map<String, Value>) -> Value {
+    let mut event =
+        json!({"event": "eval", "step": step, "split": split, "loss": valid.loss(), "ppl": valid.loss().exp()});
+    let fields = event.as_object_mut().expect("an object");
+    fields.extend(valid.eval_fields());
+    fields.extend(extra);
+    event
+}
+
+/// The validation a summary without one gets: the final weights', where the task finds
+/// validating cheap enough ([`Task::cheap_validation`]).
+fn summary_validation<B: AutodiffBackend, T: Task<B>>(
+    task: &T,
+    optim: &Optim<B, T::Model>,
+    model: &T::Model,
+    device: &B::Device,
+) -> Result<Option<T::Valid>, TrainError> {
+    task.cheap_validation().then(|| task.validate(&optim.eval_weights(model), device)).transpose()
 }

@@ -9,6 +9,7 @@
 mod args;
 mod bleu;
 mod bpe;
+mod ours;
 mod overhead;
 mod peers;
 mod train;

@@ -6,53 +6,23 @@
 //! time of 200 training steps (forward, backward, clipping, AdamW), no evaluation. Ours reads
 //! the per-step times that `metrics.jsonl` records; 768 tokens per step on both sides.
 
-use std::process::Command;
-
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
 use serde_json::{json, Value};
 
 use crate::bench::args::BenchArgs;
+use crate::bench::ours::timed_steps;
 use crate::bench::peers::{emit, min_median, run_peer_script};
 
 const WARMUP: usize = 20;
 const ITERS: usize = 200;
 
 pub fn bench_train(args: &BenchArgs) -> Result<()> {
-    let exe = std::env::current_exe()?;
     let config = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/lm-shakespeare.toml");
     let data_dir = args.shared.join("data");
     let mut medians = Vec::new();
     for rep in 0..args.reps.max(1) {
-        let run = tempfile::tempdir()?;
-        let steps = WARMUP + ITERS;
-        let output = Command::new(&exe)
-            .arg("train")
-            .arg("--config")
-            .arg(&config)
-            .arg("--data-dir")
-            .arg(&data_dir)
-            .arg("--run")
-            .arg(run.path().join("run"))
-            .args(["--backend", args.backend.name()])
-            .args(["--set", &format!("train.max_steps={steps}"), "--set", "train.eval_every=1000000"])
-            .args(["--set", "train.checkpoint_every=1000000", "--set", "train.eval_batches=1"])
-            .output()
-            .context("running xtask train")?;
-        if !output.status.success() {
-            bail!("xtask train failed: {}", String::from_utf8_lossy(&output.stderr));
-        }
-        let log = std::fs::read_to_string(run.path().join("run/metrics.jsonl"))?;
-        let tokens_per_s: Vec<f64> = log
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .filter(|v| v["event"] == "train")
-            .filter_map(|v| v["tokens_per_s"].as_f64())
-            .skip(WARMUP)
-            .collect();
-        if tokens_per_s.len() != ITERS {
-            bail!("expected {ITERS} timed steps in metrics.jsonl, found {}", tokens_per_s.len());
-        }
-        let (_, median) = min_median(tokens_per_s.iter().map(|t| 768.0 / t).collect());
+        let (seconds, _) = timed_steps(args, Some(&config), &[], WARMUP, ITERS)?;
+        let (_, median) = min_median(seconds);
         eprintln!("ours train rep {rep}: {:.1} ms/step, {:.0} tokens/s", median * 1e3, 768.0 / median);
         medians.push(median);
     }
