@@ -1,8 +1,10 @@
-//! `--backend ndarray|wgpu`: the one place that maps the flag to a Burn backend type.
+//! `--backend ndarray|wgpu|wgpu-unfused|cuda`: the one place that maps the flag to a Burn
+//! backend type.
 //!
 //! A command that runs a model implements [`OnBackend`] once, generically; [`run_on`] calls it
 //! with the backend the flag names (the autodiff backend: commands that only infer use its
-//! `InnerBackend`).
+//! `InnerBackend`). The GPU backends need the build features that bring them in (`wgpu`, `cuda`);
+//! a flag whose backend is not built is an error that says which feature to build with.
 
 use anyhow::Result;
 use burn::tensor::backend::AutodiffBackend;
@@ -12,8 +14,13 @@ use clap::ValueEnum;
 pub enum Backend {
     /// CPU, burn-ndarray.
     Ndarray,
-    /// GPU, burn-wgpu (needs a build with the `wgpu` feature).
+    /// GPU through Vulkan/Metal/DX12, burn-wgpu with operation fusion (feature `wgpu`).
     Wgpu,
+    /// burn-wgpu without burn-fusion: every operation is its own kernel (feature `wgpu`).
+    WgpuUnfused,
+    /// NVIDIA GPUs through CUDA, burn-cuda with operation fusion (feature `cuda`; the CUDA
+    /// driver and NVRTC are loaded at run time, no toolkit is needed to build).
+    Cuda,
 }
 
 impl Backend {
@@ -22,6 +29,8 @@ impl Backend {
         match self {
             Backend::Ndarray => "ndarray",
             Backend::Wgpu => "wgpu",
+            Backend::WgpuUnfused => "wgpu-unfused",
+            Backend::Cuda => "cuda",
         }
     }
 }
@@ -34,16 +43,26 @@ pub trait OnBackend {
 
 /// Runs `work` on `backend`'s default device.
 pub fn run_on<W: OnBackend>(backend: Backend, work: W) -> Result<W::Output> {
+    use burn::backend::Autodiff;
     match backend {
-        Backend::Ndarray => work.run::<burn::backend::Autodiff<burn_ndarray::NdArray<f32>>>(&Default::default()),
+        Backend::Ndarray => work.run::<Autodiff<burn_ndarray::NdArray<f32>>>(&Default::default()),
         #[cfg(feature = "wgpu")]
-        Backend::Wgpu => work.run::<burn::backend::Autodiff<burn_wgpu::Wgpu>>(&Default::default()),
-        #[cfg(not(feature = "wgpu"))]
-        Backend::Wgpu => {
+        Backend::Wgpu => work.run::<Autodiff<burn_wgpu::Wgpu>>(&Default::default()),
+        #[cfg(feature = "wgpu")]
+        Backend::WgpuUnfused => {
+            type Unfused = burn_wgpu::CubeBackend<burn_wgpu::WgpuRuntime, f32, i32, u32>;
+            work.run::<Autodiff<Unfused>>(&Default::default())
+        }
+        #[cfg(feature = "cuda")]
+        Backend::Cuda => work.run::<Autodiff<burn_cuda::Cuda>>(&Default::default()),
+        #[allow(unreachable_patterns)]
+        other => {
             let _ = work;
+            let feature = if other == Backend::Cuda { "cuda" } else { "wgpu" };
             anyhow::bail!(
-                "--backend wgpu: this build has no wgpu backend; build xtask with `--features wgpu` \
-                 (cargo run --release -p xtask --features wgpu -- ...), or use --backend ndarray"
+                "--backend {}: this build has no such backend; build xtask with `--features {feature}` \
+                 (cargo run --release -p xtask --features {feature} -- ...), or use --backend ndarray",
+                other.name()
             )
         }
     }

@@ -6,10 +6,11 @@
 
 use burn::module::Module;
 use burn::nn::{Dropout, DropoutConfig, Linear};
-use burn::tensor::{activation::softmax, backend::Backend, Bool, Tensor};
+use burn::tensor::{backend::Backend, Bool, Tensor};
 
 use crate::cache::KeyValue;
 use crate::config::ModelConfig;
+use crate::fused::softmax_last;
 use crate::init::{linear, Role};
 use crate::mask::MASKED_SCORE;
 use crate::positionwise::positionwise;
@@ -38,7 +39,7 @@ pub fn scaled_dot_product_attention<B: Backend>(
     if let Some(mask) = mask {
         scores = scores.mask_fill(mask.expand([batch, heads, queries, keys]), MASKED_SCORE);
     }
-    let weights = softmax(scores, 3);
+    let weights = softmax_last(scores);
     let context = dropout.forward(weights.clone()).matmul(v);
     (context, weights)
 }

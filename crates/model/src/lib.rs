@@ -38,6 +38,7 @@ pub mod decoder_only;
 pub mod embedding;
 pub mod encoder;
 pub mod feed_forward;
+pub mod fused;
 pub mod gelu;
 pub mod init;
 pub mod lm;
