@@ -3,7 +3,7 @@
 //! residual, dropout and LayerNorm.
 
 use burn::module::Module;
-use burn::nn::{Dropout, DropoutConfig, LayerNorm};
+use burn::nn::{Dropout, DropoutConfig};
 use burn::tensor::{backend::Backend, Bool, Tensor};
 
 use crate::attention::MultiHeadAttention;
@@ -11,6 +11,7 @@ use crate::cache::{extend, KeyValue, SelfCache};
 use crate::config::{ModelConfig, NormPosition};
 use crate::encoder::{apply_final_norm, LayerOutput};
 use crate::feed_forward::FeedForward;
+use crate::norm::LayerNorm;
 use crate::sublayer::{layer_norm, residual};
 
 /// Masked self-attention + cross-attention + feed-forward.

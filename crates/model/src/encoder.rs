@@ -3,13 +3,14 @@
 //! same layer is the block of a decoder-only language model (GPT's `Block`).
 
 use burn::module::Module;
-use burn::nn::{Dropout, DropoutConfig, LayerNorm};
+use burn::nn::{Dropout, DropoutConfig};
 use burn::tensor::{backend::Backend, Bool, Tensor};
 
 use crate::attention::MultiHeadAttention;
 use crate::cache::{extend, SelfCache};
 use crate::config::{ModelConfig, NormPosition};
 use crate::feed_forward::FeedForward;
+use crate::norm::LayerNorm;
 use crate::sublayer::{layer_norm, residual};
 
 /// What a layer returns: its output and the attention weights it used.

@@ -43,6 +43,7 @@ pub mod gelu;
 pub mod init;
 pub mod lm;
 pub mod mask;
+pub mod norm;
 pub mod notes;
 pub mod params;
 pub mod positions;

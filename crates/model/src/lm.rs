@@ -6,7 +6,7 @@
 //! no bias, final LayerNorm, tied, GELU, GPT-2 init).
 
 use burn::module::Module;
-use burn::nn::{Dropout, DropoutConfig, LayerNorm, Linear};
+use burn::nn::{Dropout, DropoutConfig, Linear};
 use burn::tensor::{backend::Backend, Bool, Int, Tensor};
 
 use crate::cache::{select_opt, SelfCache};
@@ -15,6 +15,7 @@ use crate::embedding::TokenEmbedding;
 use crate::encoder::{apply_final_norm, EncoderLayer};
 use crate::init::{linear, materialize, Role};
 use crate::mask::{causal_mask, combine};
+use crate::norm::LayerNorm;
 use crate::positions::PositionalEncoding;
 use crate::sublayer::layer_norm;
 

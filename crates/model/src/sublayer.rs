@@ -2,14 +2,15 @@
 //! `LayerNorm(x + Dropout(Sublayer(x)))` as in the paper, or pre-norm
 //! `x + Dropout(Sublayer(LayerNorm(x)))`.
 
-use burn::nn::{Dropout, LayerNorm, LayerNormConfig};
+use burn::nn::Dropout;
 use burn::tensor::{backend::Backend, Tensor};
 
 use crate::config::{ModelConfig, NormPosition};
+use crate::norm::LayerNorm;
 
 /// A LayerNorm with `config`'s epsilon and bias setting.
 pub fn layer_norm<B: Backend>(config: &ModelConfig, device: &B::Device) -> LayerNorm<B> {
-    LayerNormConfig::new(config.d_model).with_epsilon(config.norm_eps).with_bias(config.bias).init(device)
+    LayerNorm::new(config.d_model, config.norm_eps, config.bias, device)
 }
 
 /// Wraps `sublayer` in dropout, a residual connection and `norm` at `position`; passes the

@@ -1,12 +1,14 @@
 //! The fused operations under autodiff: `Autodiff<B>` runs `B`'s forward kernel and
 //! registers a backward step that runs `B`'s backward kernel (Burn's custom-operation
 //! mechanism: a [`Backward`] step prepared on the input's node). What the backward needs is
-//! kept from the forward: the input for GELU, the output for the softmax.
+//! kept from the forward: the input for GELU, the output for the softmax, the input and `γ`
+//! for the LayerNorm (whose backward recomputes mean and deviation instead of keeping them).
 
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{unary, Backward, Ops, OpsKind};
+use burn::backend::autodiff::NodeId;
 use burn::backend::Autodiff;
 use burn::tensor::ops::FloatTensor;
 
@@ -56,6 +58,59 @@ impl<B: FusedOps, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
                 prep.finish(out.clone(), out)
             }
             OpsKind::UnTracked(prep) => prep.finish(B::fused_softmax_last(x.primitive)),
+        }
+    }
+
+    fn fused_layer_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: Option<FloatTensor<Self>>,
+        epsilon: f64,
+    ) -> FloatTensor<Self> {
+        /// Parents `[x, γ]` or `[x, γ, β]`.
+        #[derive(Debug)]
+        struct LayerNormBackward;
+
+        impl<B: FusedOps, const N: usize> Backward<B, N> for LayerNormBackward {
+            /// The input `x`, `γ` and `ε`.
+            type State = (FloatTensor<B>, FloatTensor<B>, f64);
+
+            fn backward(self, ops: Ops<Self::State, N>, grads: &mut Gradients, _: &mut Checkpointer) {
+                let (x, gamma, epsilon) = ops.state;
+                let grad = grads.consume::<B>(&ops.node);
+                let found = B::fused_layer_norm_backward(x, gamma, grad, epsilon);
+                let parents: Vec<Option<NodeId>> = ops.parents.iter().map(|p| p.as_ref().map(|node| node.id)).collect();
+                for (parent, grad) in parents.into_iter().zip(found) {
+                    if let Some(id) = parent {
+                        grads.register::<B>(id, grad);
+                    }
+                }
+            }
+        }
+
+        /// The forward on `[x, γ]` or `[x, γ, β]`, tracked when any of them is.
+        fn run<B: FusedOps, C: CheckpointStrategy, const N: usize>(
+            inputs: [&FloatTensor<Autodiff<B, C>>; N],
+            epsilon: f64,
+        ) -> FloatTensor<Autodiff<B, C>> {
+            let (x, gamma) = (inputs[0].primitive.clone(), inputs[1].primitive.clone());
+            let beta = inputs.get(2).map(|b| b.primitive.clone());
+            let nodes = inputs.map(|t| t.node.clone());
+            match <LayerNormBackward as Backward<B, N>>::prepare::<C>(LayerNormBackward, nodes)
+                .compute_bound()
+                .stateful()
+            {
+                OpsKind::Tracked(prep) => {
+                    let out = B::fused_layer_norm(x.clone(), gamma.clone(), beta, epsilon);
+                    prep.finish((x, gamma, epsilon), out)
+                }
+                OpsKind::UnTracked(prep) => prep.finish(B::fused_layer_norm(x, gamma, beta, epsilon)),
+            }
+        }
+
+        match &beta {
+            Some(beta) => run::<B, C, 3>([&x, &gamma, beta], epsilon),
+            None => run::<B, C, 2>([&x, &gamma], epsilon),
         }
     }
 }

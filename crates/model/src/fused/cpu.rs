@@ -89,10 +89,86 @@ pub fn softmax_last_backward(y: T, grad: T) -> T {
     tensor(out, shape)
 }
 
+/// LayerNorm of each row of the last axis: `(x − μ)·r·γ + β`, `r = 1/√(σ² + ε)`.
+pub fn layer_norm(x: T, gamma: T, beta: Option<T>, epsilon: f64) -> T {
+    let (shape, x) = values(x);
+    let (_, gamma) = values(gamma);
+    let beta = beta.map(|b| values(b).1);
+    let last = last_axis(&shape);
+    let mut out = vec![0.0f32; x.len()];
+    let block = row_block(last);
+    out.par_chunks_mut(block).zip(x.par_chunks(block)).for_each(|(out, x)| {
+        for (out, x) in out.chunks_mut(last).zip(x.chunks(last)) {
+            let (mean, rstd) = moments(x, epsilon);
+            for ((o, &v), &g) in out.iter_mut().zip(x).zip(gamma.iter()) {
+                *o = (v - mean) * rstd * g;
+            }
+            if let Some(beta) = &beta {
+                out.iter_mut().zip(beta.iter()).for_each(|(o, &b)| *o += b);
+            }
+        }
+    });
+    tensor(out, shape)
+}
+
+/// The LayerNorm's gradients `[dx, dγ, dβ]` from its input, `γ` and the output's gradient
+/// (formulas at `FusedOps::fused_layer_norm_backward`). `dγ` and `dβ` are summed per block
+/// of rows, then over the blocks in order, so the result does not depend on the scheduling.
+pub fn layer_norm_backward(x: T, gamma: T, grad: T, epsilon: f64) -> [T; 3] {
+    let (shape, x) = values(x);
+    let (_, gamma) = values(gamma);
+    let (_, grad) = values(grad);
+    let last = last_axis(&shape);
+    let mut dx = vec![0.0f32; x.len()];
+    let block = row_block(last);
+    let partials: Vec<(Vec<f32>, Vec<f32>)> = dx
+        .par_chunks_mut(block)
+        .zip(x.par_chunks(block).zip(grad.par_chunks(block)))
+        .map(|(dx, (x, grad))| {
+            let (mut dgamma, mut dbeta) = (vec![0.0f32; last], vec![0.0f32; last]);
+            for ((dx, x), grad) in dx.chunks_mut(last).zip(x.chunks(last)).zip(grad.chunks(last)) {
+                let (mean, rstd) = moments(x, epsilon);
+                let (mut mean_g, mut mean_gx) = (0.0f64, 0.0f64);
+                for (((&v, &dy), &g), (dg, db)) in
+                    x.iter().zip(grad).zip(gamma.iter()).zip(dgamma.iter_mut().zip(dbeta.iter_mut()))
+                {
+                    let normalized = (v - mean) * rstd;
+                    mean_g += (dy * g) as f64;
+                    mean_gx += (dy * g * normalized) as f64;
+                    *dg += dy * normalized;
+                    *db += dy;
+                }
+                let (mean_g, mean_gx) = ((mean_g / last as f64) as f32, (mean_gx / last as f64) as f32);
+                for ((d, &v), (&dy, &g)) in dx.iter_mut().zip(x).zip(grad.iter().zip(gamma.iter())) {
+                    *d = rstd * (dy * g - mean_g - (v - mean) * rstd * mean_gx);
+                }
+            }
+            (dgamma, dbeta)
+        })
+        .collect();
+    let (mut dgamma, mut dbeta) = (vec![0.0f32; last], vec![0.0f32; last]);
+    for (g, b) in &partials {
+        dgamma.iter_mut().zip(g).for_each(|(s, v)| *s += v);
+        dbeta.iter_mut().zip(b).for_each(|(s, v)| *s += v);
+    }
+    let params = burn::tensor::Shape::from([last]);
+    [tensor(dx, shape), tensor(dgamma, params.clone()), tensor(dbeta, params)]
+}
+
+/// Mean and `1/√(σ² + ε)` of one row: two passes over the row (which is in cache), summed in
+/// f64 so that rows far from zero keep their f32 precision.
+#[inline]
+fn moments(x: &[f32], epsilon: f64) -> (f32, f32) {
+    let n = x.len() as f64;
+    let mean = x.iter().map(|&v| v as f64).sum::<f64>() / n;
+    let var = x.iter().map(|&v| (v as f64 - mean) * (v as f64 - mean)).sum::<f64>() / n;
+    (mean as f32, (1.0 / (var + epsilon).sqrt()) as f32)
+}
+
 /// `Φ(x) = ½(1 + erf(x/√2))`.
 #[inline]
 fn cdf(x: f32) -> f32 {
-    0.5 * (1.0 + libm::erff(x * core::f32::consts::FRAC_1_SQRT_2))
+    0.5 * (1.0 + super::erf::erf(x * core::f32::consts::FRAC_1_SQRT_2))
 }
 
 /// Whole rows per parallel task, about [`GRAIN`] elements.

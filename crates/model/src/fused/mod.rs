@@ -9,7 +9,7 @@
 //! `B`'s kernel and registers a backward that calls `B`'s backward kernel.
 //!
 //! The model stays generic over `B: Backend` (no bound on every module): the functions below
-//! ([`gelu`], [`softmax_last`]) find at run time, by type, whether `B` is one of the backends
+//! ([`gelu`], [`softmax_last`], [`layer_norm`]) find at run time, by type, whether `B` is one of the backends
 //! with kernels (`NdArray<f32>` and `Autodiff<NdArray<f32>>`) and otherwise compute the
 //! composed form. Both paths compute the same function; `tests.rs` checks values and gradients
 //! of each fused operation against the composed reference.
@@ -18,9 +18,11 @@
 //! | --- | --- | --- |
 //! | exact GELU `x·Φ(x)` | 5 + 9 (erf, its derivative, products) | 1 + 1 |
 //! | softmax over the last axis | 5 + 4 (max, exp, sum, divide; products, row sums) | 1 + 1 |
+//! | LayerNorm over the last axis | 8 + ~20 (mean, centre, square, mean, root, divide, scale, shift) | 1 + 1 |
 
 mod autodiff;
 mod cpu;
+mod erf;
 #[cfg(test)]
 mod tests;
 
@@ -64,6 +66,45 @@ pub trait FusedOps: Backend {
         let dot = (grad.clone() * y.clone()).sum_dim(1);
         Self::float_reshape((y * (grad - dot)).into_primitive().tensor(), shape)
     }
+
+    /// LayerNorm over the last axis, `(x − μ)/√(σ² + ε) · γ + β` (`σ²` biased): Burn's own
+    /// `layer_norm` by default.
+    fn fused_layer_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: Option<FloatTensor<Self>>,
+        epsilon: f64,
+    ) -> FloatTensor<Self> {
+        Self::layer_norm(x, gamma, beta, epsilon)
+    }
+
+    /// The LayerNorm's backward from its input (mean and deviation are recomputed, not kept):
+    /// with `x̂ = (x − μ)·r`, `r = 1/√(σ² + ε)`, `g = grad ⊙ γ` per row,
+    /// `dx = r·(g − mean(g) − x̂·mean(g ⊙ x̂))`, `dγ = Σ_rows grad ⊙ x̂`, `dβ = Σ_rows grad`.
+    fn fused_layer_norm_backward(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        epsilon: f64,
+    ) -> [FloatTensor<Self>; 3] {
+        let shape = x.shape();
+        let last = shape[shape.num_dims() - 1];
+        let dims = [shape.num_elements() / last, last];
+        let (x, grad) = (as_rank::<Self, 2>(x, dims), as_rank::<Self, 2>(grad, dims));
+        let gamma = as_rank::<Self, 2>(gamma, [1, last]);
+        let centered = x.clone() - x.mean_dim(1);
+        let rstd = (centered.clone().powi_scalar(2).mean_dim(1).add_scalar(epsilon)).sqrt().recip();
+        let normalized = centered * rstd.clone();
+        let g = grad.clone() * gamma;
+        let dx = rstd * (g.clone() - g.clone().mean_dim(1) - normalized.clone() * (g * normalized.clone()).mean_dim(1));
+        let dgamma = (grad.clone() * normalized).sum_dim(0).reshape([last]);
+        let dbeta = grad.sum_dim(0).reshape([last]);
+        [
+            Self::float_reshape(dx.into_primitive().tensor(), shape),
+            dgamma.into_primitive().tensor(),
+            dbeta.into_primitive().tensor(),
+        ]
+    }
 }
 
 /// `1/√(2π)`, the standard normal density at 0.
@@ -82,6 +123,55 @@ impl FusedOps for NdArray<f32> {
     }
     fn fused_softmax_last_backward(y: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
         cpu::softmax_last_backward(y, grad)
+    }
+    fn fused_layer_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: Option<FloatTensor<Self>>,
+        epsilon: f64,
+    ) -> FloatTensor<Self> {
+        cpu::layer_norm(x, gamma, beta, epsilon)
+    }
+    fn fused_layer_norm_backward(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        epsilon: f64,
+    ) -> [FloatTensor<Self>; 3] {
+        cpu::layer_norm_backward(x, gamma, grad, epsilon)
+    }
+}
+
+/// LayerNorm over the last axis, `(x − μ)/√(σ² + ε) · γ + β`, fused where the backend has a
+/// kernel.
+///
+/// # Shapes
+/// - `x`: `[..., d]`; `gamma`, `beta`: `[d]`; output: the shape of `x`
+pub fn layer_norm<B: Backend, const D: usize>(
+    x: Tensor<B, D>,
+    gamma: Tensor<B, 1>,
+    beta: Option<Tensor<B, 1>>,
+    epsilon: f64,
+) -> Tensor<B, D> {
+    fn on<B: Backend, F: FusedOps, const D: usize>(
+        x: Tensor<B, D>,
+        gamma: Tensor<B, 1>,
+        beta: Option<Tensor<B, 1>>,
+        epsilon: f64,
+    ) -> Tensor<B, D> {
+        let prim = |t: Tensor<B, 1>| same::<Tensor<B, 1>, Tensor<F, 1>>(t).into_primitive().tensor();
+        let x = same::<Tensor<B, D>, Tensor<F, D>>(x).into_primitive().tensor();
+        let y = F::fused_layer_norm(x, prim(gamma), beta.map(prim), epsilon);
+        same::<Tensor<F, D>, Tensor<B, D>>(Tensor::from_primitive(TensorPrimitive::Float(y)))
+    }
+    if is::<B, Autodiff<NdArray<f32>>>() {
+        on::<B, Autodiff<NdArray<f32>>, D>(x, gamma, beta, epsilon)
+    } else if is::<B, NdArray<f32>>() {
+        on::<B, NdArray<f32>, D>(x, gamma, beta, epsilon)
+    } else {
+        let beta = beta.map(|b| b.into_primitive().tensor());
+        let y = B::layer_norm(x.into_primitive().tensor(), gamma.into_primitive().tensor(), beta, epsilon);
+        Tensor::from_primitive(TensorPrimitive::Float(y))
     }
 }
 
@@ -132,30 +222,30 @@ impl Unary for SoftmaxLast {
 
 /// `O` on `x`: the kernel where `B` has one, else the composed form.
 fn dispatch<O: Unary, B: Backend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> {
-    let x = match on::<O, B, Autodiff<NdArray<f32>>, D>(x) {
-        Ok(y) => return y,
-        Err(x) => x,
-    };
-    let x = match on::<O, B, NdArray<f32>, D>(x) {
-        Ok(y) => return y,
-        Err(x) => x,
-    };
-    O::composed(x)
+    fn on<O: Unary, B: Backend, F: FusedOps, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> {
+        let x = same::<Tensor<B, D>, Tensor<F, D>>(x).into_primitive().tensor();
+        same(Tensor::<F, D>::from_primitive(TensorPrimitive::Float(O::fused::<F>(x))))
+    }
+    if is::<B, Autodiff<NdArray<f32>>>() {
+        on::<O, B, Autodiff<NdArray<f32>>, D>(x)
+    } else if is::<B, NdArray<f32>>() {
+        on::<O, B, NdArray<f32>, D>(x)
+    } else {
+        O::composed(x)
+    }
 }
 
-/// `O`'s kernel on `x` if `B` is `F`; `x` back otherwise.
-fn on<O: Unary, B: Backend, F: FusedOps, const D: usize>(x: Tensor<B, D>) -> Result<Tensor<B, D>, Tensor<B, D>> {
-    let x = cast::<Tensor<B, D>, Tensor<F, D>>(x)?;
-    let y = Tensor::<F, D>::from_primitive(TensorPrimitive::Float(O::fused::<F>(x.into_primitive().tensor())));
-    Ok(cast::<Tensor<F, D>, Tensor<B, D>>(y).unwrap_or_else(|_| unreachable!("B is F")))
+/// Whether `A` and `T` are the same type.
+fn is<A: 'static, T: 'static>() -> bool {
+    core::any::TypeId::of::<A>() == core::any::TypeId::of::<T>()
 }
 
-/// `value` as a `T` if `A` and `T` are the same type.
-fn cast<A: 'static, T: 'static>(value: A) -> Result<T, A> {
+/// `value` as a `T`, where the caller has checked that `A` is `T` (with [`is`]).
+fn same<A: 'static, T: 'static>(value: A) -> T {
     let mut slot = Some(value);
     match (&mut slot as &mut dyn Any).downcast_mut::<Option<T>>() {
-        Some(same) => Ok(same.take().expect("just filled")),
-        None => Err(slot.expect("untouched")),
+        Some(same) => same.take().expect("just filled"),
+        None => unreachable!("checked to be the same type"),
     }
 }
 
