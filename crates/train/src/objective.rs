@@ -3,9 +3,10 @@
 //! With smoothing ε (paper section 5.4: ε_ls = 0.1) the target distribution puts `1 − ε` on the
 //! true token and spreads `ε` uniformly over the vocabulary, so the per-position loss is
 //! `(1 − ε)·(−log p(y)) + ε·mean_v(−log p(v))`. The plain negative log-likelihood `−log p(y)`
-//! is returned beside it: it is what perplexity is made of, whatever the smoothing.
+//! is returned beside it: it is what perplexity is made of, whatever the smoothing. Both come
+//! from one fused operation (`attend_model::fused::cross_entropy`: one pass over the logits
+//! forward and one backward on the CPU backend, composed elsewhere).
 
-use burn::tensor::activation::log_softmax;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor};
 
@@ -32,15 +33,11 @@ pub fn cross_entropy<B: Backend>(
     weights: Option<(Tensor<B, 2>, f64)>,
     smoothing: f64,
 ) -> Losses<B> {
-    let [batch, len, _vocab] = logits.dims();
-    let logp = log_softmax(logits, 2);
-    let nll = logp.clone().gather(2, targets.unsqueeze_dim(2)).neg().reshape([batch, len]);
-    let per_position = if smoothing > 0.0 {
-        let uniform = logp.mean_dim(2).neg().reshape([batch, len]);
-        nll.clone().mul_scalar(1.0 - smoothing) + uniform.mul_scalar(smoothing)
-    } else {
-        nll.clone()
-    };
+    let [batch, len, vocab] = logits.dims();
+    let rows = batch * len;
+    let both = attend_model::fused::cross_entropy(logits.reshape([rows, vocab]), targets.reshape([rows]), smoothing);
+    let nll = both.clone().slice([0..rows, 0..1]).reshape([batch, len]);
+    let per_position = both.slice([0..rows, 1..2]).reshape([batch, len]);
     let (weighted, weighted_nll, count) = match weights {
         Some((w, count)) => (per_position * w.clone(), nll * w, count),
         None => (per_position, nll, (batch * len) as f64),

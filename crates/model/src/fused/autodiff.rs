@@ -2,7 +2,8 @@
 //! registers a backward step that runs `B`'s backward kernel (Burn's custom-operation
 //! mechanism: a [`Backward`] step prepared on the input's node). What the backward needs is
 //! kept from the forward: the input for GELU, the output for the softmax, the input and `γ`
-//! for the LayerNorm (whose backward recomputes mean and deviation instead of keeping them).
+//! for the LayerNorm (whose backward recomputes mean and deviation instead of keeping them),
+//! the logits and targets for the cross-entropy.
 
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
@@ -10,7 +11,7 @@ use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{unary, Backward, Ops, OpsKind};
 use burn::backend::autodiff::NodeId;
 use burn::backend::Autodiff;
-use burn::tensor::ops::FloatTensor;
+use burn::tensor::ops::{FloatTensor, IntTensor};
 
 use super::FusedOps;
 
@@ -111,6 +112,31 @@ impl<B: FusedOps, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
         match &beta {
             Some(beta) => run::<B, C, 3>([&x, &gamma, beta], epsilon),
             None => run::<B, C, 2>([&x, &gamma], epsilon),
+        }
+    }
+
+    fn fused_cross_entropy(logits: FloatTensor<Self>, targets: IntTensor<Self>, smoothing: f64) -> FloatTensor<Self> {
+        #[derive(Debug)]
+        struct CrossEntropyBackward;
+
+        impl<B: FusedOps> Backward<B, 1> for CrossEntropyBackward {
+            /// The logits, the targets and the smoothing.
+            type State = (FloatTensor<B>, IntTensor<B>, f64);
+
+            fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+                let (logits, targets, smoothing) = ops.state;
+                unary::<B, _>(ops.parents, ops.node, grads, |grad| {
+                    B::fused_cross_entropy_backward(logits, targets, grad, smoothing)
+                });
+            }
+        }
+
+        match CrossEntropyBackward.prepare::<C>([logits.node.clone()]).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => {
+                let out = B::fused_cross_entropy(logits.primitive.clone(), targets.clone(), smoothing);
+                prep.finish((logits.primitive, targets, smoothing), out)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(B::fused_cross_entropy(logits.primitive, targets, smoothing)),
         }
     }
 }

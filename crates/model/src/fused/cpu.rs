@@ -20,7 +20,7 @@ std::thread_local! {
 }
 
 /// Elements per parallel task: below this a task costs more to hand over than to run.
-const GRAIN: usize = 1 << 14;
+pub(super) const GRAIN: usize = 1 << 14;
 
 type T = FloatTensor<NdArray<f32>>;
 
@@ -43,7 +43,7 @@ pub fn gelu_backward(x: T, grad: T) -> T {
     let mut out = vec![0.0f32; x.len()];
     out.par_chunks_mut(GRAIN).zip(x.par_chunks(GRAIN).zip(grad.par_chunks(GRAIN))).for_each(|(out, (x, g))| {
         for ((o, &v), &g) in out.iter_mut().zip(x).zip(g) {
-            let pdf = (-0.5 * v * v).exp() * INV_SQRT_2PI as f32;
+            let pdf = exp_or_zero(-0.5 * v * v) * INV_SQRT_2PI as f32;
             *o = g * (cdf(v) + v * pdf);
         }
     });
@@ -61,7 +61,7 @@ pub fn softmax_last(x: T) -> T {
             let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
             let mut sum = 0.0f32;
             for (o, &v) in out.iter_mut().zip(x) {
-                *o = (v - max).exp();
+                *o = exp_or_zero(v - max);
                 sum += *o;
             }
             let inv = 1.0 / sum;
@@ -165,6 +165,18 @@ fn moments(x: &[f32], epsilon: f64) -> (f32, f32) {
     (mean as f32, (1.0 / (var + epsilon).sqrt()) as f32)
 }
 
+/// `e^z` for `z ≤ 0`, and 0 below `e^-80 ≈ 2e-35`, far under f32's resolution of a sum that
+/// holds a 1: masked attention scores (−1e9) would otherwise send every `expf` through libm's
+/// slow underflow path (which sets `errno`), 1% of a training step.
+#[inline]
+pub(super) fn exp_or_zero(z: f32) -> f32 {
+    if z < -80.0 {
+        0.0
+    } else {
+        z.exp()
+    }
+}
+
 /// `Φ(x) = ½(1 + erf(x/√2))`.
 #[inline]
 fn cdf(x: f32) -> f32 {
@@ -182,7 +194,7 @@ fn last_axis(shape: &burn::tensor::Shape) -> usize {
 
 /// The tensor's shape and its f32 values in standard (row-major) order: borrowed when the
 /// storage already is contiguous, else gathered once.
-fn values(x: T) -> (burn::tensor::Shape, Values) {
+pub(super) fn values(x: T) -> (burn::tensor::Shape, Values) {
     #[cfg(test)]
     CALLS.with(|c| c.set(c.get() + 1));
     let shape = x.shape();
@@ -205,7 +217,7 @@ fn values(x: T) -> (burn::tensor::Shape, Values) {
 }
 
 /// The values of [`values`]: the tensor itself (contiguous f32) or a gathered copy.
-enum Values {
+pub(super) enum Values {
     Borrowed(T),
     Owned(Vec<f32>),
 }

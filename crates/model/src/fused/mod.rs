@@ -9,7 +9,7 @@
 //! `B`'s kernel and registers a backward that calls `B`'s backward kernel.
 //!
 //! The model stays generic over `B: Backend` (no bound on every module): the functions below
-//! ([`gelu`], [`softmax_last`], [`layer_norm`]) find at run time, by type, whether `B` is one of the backends
+//! ([`gelu`], [`softmax_last`], [`layer_norm`], [`cross_entropy`]) find at run time, by type, whether `B` is one of the backends
 //! with kernels (`NdArray<f32>` and `Autodiff<NdArray<f32>>`) and otherwise compute the
 //! composed form. Both paths compute the same function; `tests.rs` checks values and gradients
 //! of each fused operation against the composed reference.
@@ -19,9 +19,11 @@
 //! | exact GELU `x·Φ(x)` | 5 + 9 (erf, its derivative, products) | 1 + 1 |
 //! | softmax over the last axis | 5 + 4 (max, exp, sum, divide; products, row sums) | 1 + 1 |
 //! | LayerNorm over the last axis | 8 + ~20 (mean, centre, square, mean, root, divide, scale, shift) | 1 + 1 |
+//! | softmax + cross-entropy over the vocabulary | 6 + ~10, keeping `log p` (`[rows, V]`) | 1 + 1, keeping the logits |
 
 mod autodiff;
 mod cpu;
+mod cross_entropy;
 mod erf;
 #[cfg(test)]
 mod tests;
@@ -31,8 +33,8 @@ use core::any::Any;
 use burn::backend::Autodiff;
 use burn::tensor::activation::softmax;
 use burn::tensor::backend::Backend;
-use burn::tensor::ops::FloatTensor;
-use burn::tensor::{Tensor, TensorMetadata, TensorPrimitive};
+use burn::tensor::ops::{FloatTensor, IntTensor};
+use burn::tensor::{Int, Tensor, TensorMetadata, TensorPrimitive};
 use burn_ndarray::NdArray;
 
 /// Backends with fused operations. Every method has a composed default.
@@ -105,6 +107,30 @@ pub trait FusedOps: Backend {
             dbeta.into_primitive().tensor(),
         ]
     }
+
+    /// Softmax + cross-entropy per row of `logits` (`[rows, V]`) against `targets` (`[rows]`):
+    /// `[nll, smoothed]` as `[rows, 2]` ([`cross_entropy`] has the formulas).
+    fn fused_cross_entropy(logits: FloatTensor<Self>, targets: IntTensor<Self>, smoothing: f64) -> FloatTensor<Self> {
+        let (z, t) =
+            (Tensor::<Self, 2>::from_primitive(TensorPrimitive::Float(logits)), Tensor::from_primitive(targets));
+        cross_entropy::composed(z, t, smoothing).into_primitive().tensor()
+    }
+
+    /// The gradient of [`FusedOps::fused_cross_entropy`] with respect to the logits, from the
+    /// output's gradient `grad` (`[rows, 2]`).
+    fn fused_cross_entropy_backward(
+        logits: FloatTensor<Self>,
+        targets: IntTensor<Self>,
+        grad: FloatTensor<Self>,
+        smoothing: f64,
+    ) -> FloatTensor<Self> {
+        let (z, t) = (
+            Tensor::<Self, 2>::from_primitive(TensorPrimitive::Float(logits)),
+            Tensor::<Self, 1, Int>::from_primitive(targets),
+        );
+        let grad = Tensor::from_primitive(TensorPrimitive::Float(grad));
+        cross_entropy::composed_backward(z, t, grad, smoothing).into_primitive().tensor()
+    }
 }
 
 /// `1/√(2π)`, the standard normal density at 0.
@@ -140,7 +166,20 @@ impl FusedOps for NdArray<f32> {
     ) -> [FloatTensor<Self>; 3] {
         cpu::layer_norm_backward(x, gamma, grad, epsilon)
     }
+    fn fused_cross_entropy(logits: FloatTensor<Self>, targets: IntTensor<Self>, smoothing: f64) -> FloatTensor<Self> {
+        cross_entropy::cpu(logits, targets, smoothing)
+    }
+    fn fused_cross_entropy_backward(
+        logits: FloatTensor<Self>,
+        targets: IntTensor<Self>,
+        grad: FloatTensor<Self>,
+        smoothing: f64,
+    ) -> FloatTensor<Self> {
+        cross_entropy::cpu_backward(logits, targets, grad, smoothing)
+    }
 }
+
+pub use cross_entropy::cross_entropy;
 
 /// LayerNorm over the last axis, `(x − μ)/√(σ² + ε) · γ + β`, fused where the backend has a
 /// kernel.

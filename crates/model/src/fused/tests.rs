@@ -119,10 +119,15 @@ fn the_cpu_backends_take_the_kernels_and_other_backends_the_composed_form() {
     assert_eq!(calls(), start + 2, "Autodiff<NdArray<f32>> did not run the softmax kernel");
     let _ = layer_norm(Tensor::<Grad, 2>::ones([2, 3], &device), Tensor::ones([3], &device), None, 1e-5);
     assert_eq!(calls(), start + 4, "Autodiff<NdArray<f32>> did not run the LayerNorm kernel (x, γ)");
+    let targets = Tensor::<Grad, 1, burn::tensor::Int>::zeros([2], &device);
+    let _ = cross_entropy(Tensor::<Grad, 2>::ones([2, 3], &device), targets, 0.0);
+    assert_eq!(calls(), start + 5, "Autodiff<NdArray<f32>> did not run the cross-entropy kernel");
     let _ = layer_norm(Tensor::<NdArray<f32, i32>, 2>::ones([2, 3], &device), Tensor::ones([3], &device), None, 1e-5);
+    let targets = Tensor::<NdArray<f32, i32>, 1, burn::tensor::Int>::zeros([2], &device);
+    let _ = cross_entropy(Tensor::<NdArray<f32, i32>, 2>::ones([2, 3], &device), targets, 0.0);
     let _ = gelu(Tensor::<NdArray<f32, i32>, 2>::ones([2, 3], &device));
     let _ = softmax_last(Tensor::<Autodiff<NdArray<f32, i32>>, 2>::ones([2, 3], &device));
-    assert_eq!(calls(), start + 4, "a backend without kernels ran one");
+    assert_eq!(calls(), start + 5, "a backend without kernels ran one");
 }
 
 /// `[x, γ, β, w]` for a LayerNorm test over rows of `d`: rows with a large common offset
@@ -221,4 +226,48 @@ fn composed_layer_norm_backward_matches_burns_on_a_backend_without_kernels() {
     for (what, (a, b)) in ["value", "dx", "dgamma", "dbeta"].iter().zip(composed.iter().zip(&reference)) {
         close(a, b, 2e-4, what);
     }
+}
+
+/// `[nll, smoothed]` and the logits' gradient of a cross-entropy `f(z, t)` on `B`, the two
+/// output columns weighted differently so both gradient paths count.
+fn cross_entropy_grads<B: burn::tensor::backend::AutodiffBackend>(
+    rows: usize,
+    vocab: usize,
+    f: impl Fn(Tensor<B, 2>, Tensor<B, 1, burn::tensor::Int>) -> Tensor<B, 2>,
+) -> (Vec<f32>, Vec<f32>) {
+    let device = Default::default();
+    let z = TensorData::new(values(rows * vocab, 12, 9.0), [rows, vocab]).convert::<B::FloatElem>();
+    let z = Tensor::<B, 2>::from_data(z, &device).require_grad();
+    let targets: Vec<i64> = (0..rows).map(|r| ((r * 7919) % vocab) as i64).collect();
+    let t =
+        Tensor::<B, 1, burn::tensor::Int>::from_data(TensorData::new(targets, [rows]).convert::<B::IntElem>(), &device);
+    let w = TensorData::new(values(rows * 2, 13, 1.0), [rows, 2]).convert::<B::FloatElem>();
+    let y = f(z.clone(), t);
+    let grads = (y.clone() * Tensor::<B, 2>::from_data(w, &device)).sum().backward();
+    (data(y), data(z.grad(&grads).unwrap()))
+}
+
+#[test]
+fn fused_cross_entropy_matches_the_composed_form_in_value_and_gradient_with_and_without_smoothing() {
+    for smoothing in [0.0, 0.1] {
+        let (rows, vocab) = (50, 1000); // four parallel blocks of rows
+        let (y, g) = cross_entropy_grads::<Grad>(rows, vocab, |z, t| cross_entropy(z, t, smoothing));
+        let (y_ref, g_ref) =
+            cross_entropy_grads::<Grad>(rows, vocab, |z, t| super::cross_entropy::composed(z, t, smoothing));
+        close(&y, &y_ref, 1e-5, "value");
+        close(&g, &g_ref, 1e-5, "gradient");
+    }
+}
+
+#[test]
+fn composed_cross_entropy_backward_matches_autodiff_of_the_composed_form() {
+    type Plain = Autodiff<NdArray<f32, i32>>;
+    let smoothing = 0.1;
+    let (y, g) = cross_entropy_grads::<Plain>(6, 11, |z, t| {
+        let out = Plain::fused_cross_entropy(z.into_primitive().tensor(), t.into_primitive(), smoothing);
+        Tensor::from_primitive(TensorPrimitive::Float(out))
+    });
+    let (y_ref, g_ref) = cross_entropy_grads::<Plain>(6, 11, |z, t| super::cross_entropy::composed(z, t, smoothing));
+    close(&y, &y_ref, 1e-5, "value");
+    close(&g, &g_ref, 1e-5, "gradient");
 }

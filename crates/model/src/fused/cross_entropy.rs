@@ -1,0 +1,144 @@
+//! Softmax and cross-entropy over the vocabulary as one operation: per row of logits `z` and its
+//! target `t`, with `lse = log Σ_v e^{z_v}`,
+//!
+//! - `nll = lse − z_t` (the negative log-likelihood), and
+//! - `smoothed = (1 − s)·nll + s·(lse − mean_v z_v)` (label smoothing `s`: the cross-entropy
+//!   against `(1 − s)·onehot(t) + s/V`, as the paper's section 5.4 and fairseq),
+//!
+//! returned as `[rows, 2]`. Its gradient with respect to `z`, for output gradients `(g₀, g₁)`
+//! per row and `p = softmax(z)`: `(g₀ + g₁)·p − g₁·s/V − (g₀ + (1 − s)·g₁)·onehot(t)`.
+//!
+//! The composed form keeps the log-probabilities (`[rows, V]`) and their gradient chain; the
+//! kernel keeps only the logits, reads each row once forward and writes `dz` once backward.
+
+use burn::tensor::activation::log_softmax;
+use burn::tensor::backend::Backend;
+use burn::tensor::ops::{FloatTensor, IntTensor};
+use burn::tensor::{Int, Tensor, TensorData, TensorPrimitive};
+use burn_ndarray::{NdArray, NdArrayTensor};
+use rayon::prelude::*;
+
+/// `[nll, smoothed]` per row, composed of Burn's tensor operations.
+pub(super) fn composed<B: Backend>(logits: Tensor<B, 2>, targets: Tensor<B, 1, Int>, smoothing: f64) -> Tensor<B, 2> {
+    let [rows, _] = logits.dims();
+    let logp = log_softmax(logits, 1);
+    let nll = logp.clone().gather(1, targets.reshape([rows, 1])).neg();
+    let uniform = logp.mean_dim(1).neg();
+    let smoothed = nll.clone().mul_scalar(1.0 - smoothing) + uniform.mul_scalar(smoothing);
+    Tensor::cat(vec![nll, smoothed], 1)
+}
+
+/// The gradient with respect to the logits, composed.
+pub(super) fn composed_backward<B: Backend>(
+    logits: Tensor<B, 2>,
+    targets: Tensor<B, 1, Int>,
+    grad: Tensor<B, 2>,
+    smoothing: f64,
+) -> Tensor<B, 2> {
+    let [rows, vocab] = logits.dims();
+    let device = logits.device();
+    let p = burn::tensor::activation::softmax(logits, 1);
+    let onehot = Tensor::<B, 1, Int>::arange(0..vocab as i64, &device)
+        .reshape([1, vocab])
+        .expand([rows, vocab])
+        .equal(targets.reshape([rows, 1]).expand([rows, vocab]))
+        .float();
+    let g0 = grad.clone().slice([0..rows, 0..1]);
+    let g1 = grad.slice([0..rows, 1..2]);
+    p * (g0.clone() + g1.clone())
+        - g1.clone().mul_scalar(smoothing / vocab as f64)
+        - onehot * (g0 + g1.mul_scalar(1.0 - smoothing))
+}
+
+type F = FloatTensor<NdArray<f32>>;
+
+/// The forward kernel: one pass over each row (max, then the sum of exponentials, the target's
+/// logit and the row's sum in the same sweep).
+pub(super) fn cpu(logits: F, targets: IntTensor<NdArray<f32>>, smoothing: f64) -> F {
+    let (shape, z) = super::cpu::values(logits);
+    let vocab = shape[1];
+    let targets = indices(targets, vocab);
+    let mut out = vec![0.0f32; 2 * targets.len()];
+    let rows_per_task = (super::cpu::GRAIN / vocab).max(1);
+    out.par_chunks_mut(2 * rows_per_task)
+        .zip(z.par_chunks(vocab * rows_per_task))
+        .zip(targets.par_chunks(rows_per_task))
+        .for_each(|((out, z), targets)| {
+            for ((out, z), &t) in out.chunks_mut(2).zip(z.chunks(vocab)).zip(targets) {
+                let lse = log_sum_exp(z);
+                let mean = z.iter().map(|&v| v as f64).sum::<f64>() / vocab as f64;
+                let nll = lse - z[t] as f64;
+                out[0] = nll as f32;
+                out[1] = ((1.0 - smoothing) * nll + smoothing * (lse - mean)) as f32;
+            }
+        });
+    NdArrayTensor::from_data(TensorData::new(out, [targets.len(), 2]))
+}
+
+/// The backward kernel: `dz` written once per row.
+pub(super) fn cpu_backward(logits: F, targets: IntTensor<NdArray<f32>>, grad: F, smoothing: f64) -> F {
+    let (shape, z) = super::cpu::values(logits);
+    let (_, grad) = super::cpu::values(grad);
+    let vocab = shape[1];
+    let targets = indices(targets, vocab);
+    let mut dz = vec![0.0f32; z.len()];
+    let rows_per_task = (super::cpu::GRAIN / vocab).max(1);
+    let block = vocab * rows_per_task;
+    dz.par_chunks_mut(block)
+        .zip(z.par_chunks(block))
+        .zip(grad.par_chunks(2 * rows_per_task).zip(targets.par_chunks(rows_per_task)))
+        .for_each(|((dz, z), (grad, targets))| {
+            for (((dz, z), g), &t) in dz.chunks_mut(vocab).zip(z.chunks(vocab)).zip(grad.chunks(2)).zip(targets) {
+                let lse = log_sum_exp(z) as f32;
+                let (both, uniform) = (g[0] + g[1], g[1] * (smoothing / vocab as f64) as f32);
+                for (d, &v) in dz.iter_mut().zip(z) {
+                    *d = both * super::cpu::exp_or_zero(v - lse) - uniform;
+                }
+                dz[t] -= g[0] + (1.0 - smoothing as f32) * g[1];
+            }
+        });
+    NdArrayTensor::from_data(TensorData::new(dz, shape))
+}
+
+/// `log Σ e^{z}` of one row, in f64 around the row's maximum.
+#[inline]
+fn log_sum_exp(z: &[f32]) -> f64 {
+    let max = z.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let sum: f64 = z.iter().map(|&v| super::cpu::exp_or_zero(v - max) as f64).sum();
+    max as f64 + sum.ln()
+}
+
+/// The targets as row indices; every one must name a column of the logits (as for `gather`).
+fn indices(targets: IntTensor<NdArray<f32>>, vocab: usize) -> Vec<usize> {
+    let data = Tensor::<NdArray<f32>, 1, Int>::from_primitive(targets).into_data();
+    let values = data.convert::<i64>().into_vec::<i64>().expect("i64 after conversion");
+    values
+        .into_iter()
+        .map(|t| {
+            assert!((0..vocab as i64).contains(&t), "cross-entropy target {t} outside the vocabulary 0..{vocab}");
+            t as usize
+        })
+        .collect()
+}
+
+/// `[nll, smoothed]` per row of `logits` (`[rows, V]`) against `targets` (`[rows]`), fused
+/// where the backend has a kernel (formulas in this module's documentation).
+///
+/// # Shapes
+/// - `logits`: `[rows, vocab]`; `targets`: `[rows]`; output: `[rows, 2]`
+pub fn cross_entropy<B: Backend>(logits: Tensor<B, 2>, targets: Tensor<B, 1, Int>, smoothing: f64) -> Tensor<B, 2> {
+    use super::{is, same, FusedOps};
+    use burn::backend::Autodiff;
+    fn on<B: Backend, K: FusedOps>(logits: Tensor<B, 2>, targets: Tensor<B, 1, Int>, smoothing: f64) -> Tensor<B, 2> {
+        let z = same::<Tensor<B, 2>, Tensor<K, 2>>(logits).into_primitive().tensor();
+        let t = same::<Tensor<B, 1, Int>, Tensor<K, 1, Int>>(targets).into_primitive();
+        same(Tensor::<K, 2>::from_primitive(TensorPrimitive::Float(K::fused_cross_entropy(z, t, smoothing))))
+    }
+    if is::<B, Autodiff<NdArray<f32>>>() {
+        on::<B, Autodiff<NdArray<f32>>>(logits, targets, smoothing)
+    } else if is::<B, NdArray<f32>>() {
+        on::<B, NdArray<f32>>(logits, targets, smoothing)
+    } else {
+        composed(logits, targets, smoothing)
+    }
+}
