@@ -6,10 +6,14 @@
 //! products, and whose weight gradient is `batch` products summed afterwards (materialized
 //! first: on the Multi30k model, with an 8,000-token output layer, that alone held most of a
 //! 10 GB peak). One flattened product is the same arithmetic in larger, faster blocks, without
-//! the per-batch copies (docs/benchmarks.md: 1.5x the tokens/s, a tenth of the memory).
+//! the per-batch copies (docs/benchmarks.md: 1.5x the tokens/s, a tenth of the memory). The
+//! product is [`crate::fused::linear`]: on the CPU backend its backward reads the transposed
+//! operands through strides instead of copying them.
 
 use burn::nn::Linear;
 use burn::tensor::{backend::Backend, Tensor};
+
+use crate::fused::Weight;
 
 /// `layer` applied to every position of `x`.
 ///
@@ -28,7 +32,8 @@ pub fn positionwise<B: Backend>(layer: &Linear<B>, x: Tensor<B, 3>) -> Tensor<B,
     if len == 1 {
         return layer.forward(x);
     }
-    let y = layer.forward(x.reshape([batch * len, d_in]));
+    let bias = layer.bias.as_ref().map(|b| b.val());
+    let y = crate::fused::linear(x.reshape([batch * len, d_in]), layer.weight.val(), bias, Weight::InOut);
     let d_out = y.dims()[1];
     y.reshape([batch, len, d_out])
 }
@@ -46,7 +51,7 @@ pub fn positionwise_transposed<B: Backend>(x: Tensor<B, 3>, m: Tensor<B, 2>) -> 
     if len == 1 {
         return burn::tensor::module::linear(x, m.transpose(), None);
     }
-    x.reshape([batch * len, d_in]).matmul(m.transpose()).reshape([batch, len, d_out])
+    crate::fused::linear(x.reshape([batch * len, d_in]), m, None, Weight::OutIn).reshape([batch, len, d_out])
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! mechanism: a [`Backward`] step prepared on the input's node). What the backward needs is
 //! kept from the forward: the input for GELU, the output for the softmax, the input and `γ`
 //! for the LayerNorm (whose backward recomputes mean and deviation instead of keeping them),
-//! the logits and targets for the cross-entropy.
+//! the input and weight for the linear map, the logits and targets for the cross-entropy.
 
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
@@ -13,7 +13,7 @@ use burn::backend::autodiff::NodeId;
 use burn::backend::Autodiff;
 use burn::tensor::ops::{FloatTensor, IntTensor};
 
-use super::FusedOps;
+use super::{FusedOps, Weight};
 
 impl<B: FusedOps, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
     fn fused_gelu(x: FloatTensor<Self>) -> FloatTensor<Self> {
@@ -80,12 +80,7 @@ impl<B: FusedOps, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
                 let (x, gamma, epsilon) = ops.state;
                 let grad = grads.consume::<B>(&ops.node);
                 let found = B::fused_layer_norm_backward(x, gamma, grad, epsilon);
-                let parents: Vec<Option<NodeId>> = ops.parents.iter().map(|p| p.as_ref().map(|node| node.id)).collect();
-                for (parent, grad) in parents.into_iter().zip(found) {
-                    if let Some(id) = parent {
-                        grads.register::<B>(id, grad);
-                    }
-                }
+                register::<B, N>(ops.parents.each_ref().map(|p| p.as_ref().map(|node| node.id)), found, grads);
             }
         }
 
@@ -115,6 +110,50 @@ impl<B: FusedOps, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
         }
     }
 
+    fn fused_linear(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        bias: Option<FloatTensor<Self>>,
+        layout: Weight,
+    ) -> FloatTensor<Self> {
+        /// Parents `[x, W]` or `[x, W, b]`.
+        #[derive(Debug)]
+        struct LinearBackward;
+
+        impl<B: FusedOps, const N: usize> Backward<B, N> for LinearBackward {
+            /// The input, the weight and its layout.
+            type State = (FloatTensor<B>, FloatTensor<B>, Weight);
+
+            fn backward(self, ops: Ops<Self::State, N>, grads: &mut Gradients, _: &mut Checkpointer) {
+                let (x, weight, layout) = ops.state;
+                let grad = grads.consume::<B>(&ops.node);
+                let found = B::fused_linear_backward(x, weight, grad, layout);
+                register::<B, N>(ops.parents.each_ref().map(|p| p.as_ref().map(|node| node.id)), found, grads);
+            }
+        }
+
+        fn run<B: FusedOps, C: CheckpointStrategy, const N: usize>(
+            inputs: [&FloatTensor<Autodiff<B, C>>; N],
+            layout: Weight,
+        ) -> FloatTensor<Autodiff<B, C>> {
+            let (x, weight) = (inputs[0].primitive.clone(), inputs[1].primitive.clone());
+            let bias = inputs.get(2).map(|b| b.primitive.clone());
+            let nodes = inputs.map(|t| t.node.clone());
+            match <LinearBackward as Backward<B, N>>::prepare::<C>(LinearBackward, nodes).compute_bound().stateful() {
+                OpsKind::Tracked(prep) => {
+                    let out = B::fused_linear(x.clone(), weight.clone(), bias, layout);
+                    prep.finish((x, weight, layout), out)
+                }
+                OpsKind::UnTracked(prep) => prep.finish(B::fused_linear(x, weight, bias, layout)),
+            }
+        }
+
+        match &bias {
+            Some(bias) => run::<B, C, 3>([&x, &weight, bias], layout),
+            None => run::<B, C, 2>([&x, &weight], layout),
+        }
+    }
+
     fn fused_cross_entropy(logits: FloatTensor<Self>, targets: IntTensor<Self>, smoothing: f64) -> FloatTensor<Self> {
         #[derive(Debug)]
         struct CrossEntropyBackward;
@@ -137,6 +176,20 @@ impl<B: FusedOps, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
                 prep.finish((logits.primitive, targets, smoothing), out)
             }
             OpsKind::UnTracked(prep) => prep.finish(B::fused_cross_entropy(logits.primitive, targets, smoothing)),
+        }
+    }
+}
+
+/// Registers `found[i]` as the gradient of the `i`-th parent, for the parents that are tracked
+/// (the first `N` of `found`).
+fn register<B: FusedOps, const N: usize>(
+    parents: [Option<NodeId>; N],
+    found: [FloatTensor<B>; 3],
+    grads: &mut Gradients,
+) {
+    for (parent, grad) in parents.into_iter().zip(found) {
+        if let Some(id) = parent {
+            grads.register::<B>(id, grad);
         }
     }
 }

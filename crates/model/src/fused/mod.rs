@@ -9,7 +9,7 @@
 //! `B`'s kernel and registers a backward that calls `B`'s backward kernel.
 //!
 //! The model stays generic over `B: Backend` (no bound on every module): the functions below
-//! ([`gelu`], [`softmax_last`], [`layer_norm`], [`cross_entropy`]) find at run time, by type, whether `B` is one of the backends
+//! ([`gelu`], [`softmax_last`], [`layer_norm`], [`linear`], [`cross_entropy`]) find at run time, by type, whether `B` is one of the backends
 //! with kernels (`NdArray<f32>` and `Autodiff<NdArray<f32>>`) and otherwise compute the
 //! composed form. Both paths compute the same function; `tests.rs` checks values and gradients
 //! of each fused operation against the composed reference.
@@ -19,12 +19,14 @@
 //! | exact GELU `x·Φ(x)` | 5 + 9 (erf, its derivative, products) | 1 + 1 |
 //! | softmax over the last axis | 5 + 4 (max, exp, sum, divide; products, row sums) | 1 + 1 |
 //! | LayerNorm over the last axis | 8 + ~20 (mean, centre, square, mean, root, divide, scale, shift) | 1 + 1 |
+//! | linear map over rows `x·W + b` | 1-2 + 3-5 (transposed copies of `x`, `W` for the backward) | 1 + 3 products, no copies |
 //! | softmax + cross-entropy over the vocabulary | 6 + ~10, keeping `log p` (`[rows, V]`) | 1 + 1, keeping the logits |
 
 mod autodiff;
 mod cpu;
 mod cross_entropy;
 mod erf;
+mod linear;
 #[cfg(test)]
 mod tests;
 
@@ -108,6 +110,32 @@ pub trait FusedOps: Backend {
         ]
     }
 
+    /// `x·W + b` over rows (`W` stored as `layout` says; [`linear`] has the formulas).
+    fn fused_linear(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        bias: Option<FloatTensor<Self>>,
+        layout: Weight,
+    ) -> FloatTensor<Self> {
+        let tensor = |t| Tensor::<Self, 2>::from_primitive(TensorPrimitive::Float(t));
+        let bias = bias.map(|b| Tensor::<Self, 1>::from_primitive(TensorPrimitive::Float(b)));
+        linear::composed(tensor(x), tensor(weight), bias, layout).into_primitive().tensor()
+    }
+
+    /// `[dx, dW, db]` of [`FusedOps::fused_linear`] from the output's gradient.
+    fn fused_linear_backward(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        layout: Weight,
+    ) -> [FloatTensor<Self>; 3] {
+        let tensor = |t| Tensor::<Self, 2>::from_primitive(TensorPrimitive::Float(t));
+        let [dx, dw, db] = linear::composed_backward(tensor(x), tensor(weight), tensor(grad), layout);
+        let d_out = db.dims()[1];
+        let db = db.reshape([d_out]).into_primitive().tensor();
+        [dx.into_primitive().tensor(), dw.into_primitive().tensor(), db]
+    }
+
     /// Softmax + cross-entropy per row of `logits` (`[rows, V]`) against `targets` (`[rows]`):
     /// `[nll, smoothed]` as `[rows, 2]` ([`cross_entropy`] has the formulas).
     fn fused_cross_entropy(logits: FloatTensor<Self>, targets: IntTensor<Self>, smoothing: f64) -> FloatTensor<Self> {
@@ -166,6 +194,22 @@ impl FusedOps for NdArray<f32> {
     ) -> [FloatTensor<Self>; 3] {
         cpu::layer_norm_backward(x, gamma, grad, epsilon)
     }
+    fn fused_linear(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        bias: Option<FloatTensor<Self>>,
+        layout: Weight,
+    ) -> FloatTensor<Self> {
+        linear::cpu(x, weight, bias, layout)
+    }
+    fn fused_linear_backward(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        layout: Weight,
+    ) -> [FloatTensor<Self>; 3] {
+        linear::cpu_backward(x, weight, grad, layout)
+    }
     fn fused_cross_entropy(logits: FloatTensor<Self>, targets: IntTensor<Self>, smoothing: f64) -> FloatTensor<Self> {
         cross_entropy::cpu(logits, targets, smoothing)
     }
@@ -180,6 +224,7 @@ impl FusedOps for NdArray<f32> {
 }
 
 pub use cross_entropy::cross_entropy;
+pub use linear::{linear, Weight};
 
 /// LayerNorm over the last axis, `(x − μ)/√(σ² + ε) · γ + β`, fused where the backend has a
 /// kernel.

@@ -122,12 +122,16 @@ fn the_cpu_backends_take_the_kernels_and_other_backends_the_composed_form() {
     let targets = Tensor::<Grad, 1, burn::tensor::Int>::zeros([2], &device);
     let _ = cross_entropy(Tensor::<Grad, 2>::ones([2, 3], &device), targets, 0.0);
     assert_eq!(calls(), start + 5, "Autodiff<NdArray<f32>> did not run the cross-entropy kernel");
+    let _ = linear(Tensor::<Cpu, 2>::ones([2, 3], &device), Tensor::ones([3, 4], &device), None, Weight::InOut);
+    assert_eq!(calls(), start + 7, "NdArray<f32> did not run the linear kernel (x, W)");
     let _ = layer_norm(Tensor::<NdArray<f32, i32>, 2>::ones([2, 3], &device), Tensor::ones([3], &device), None, 1e-5);
+    let plain = Tensor::<NdArray<f32, i32>, 2>::ones([2, 3], &device);
+    let _ = linear(plain, Tensor::ones([3, 4], &device), None, Weight::InOut);
     let targets = Tensor::<NdArray<f32, i32>, 1, burn::tensor::Int>::zeros([2], &device);
     let _ = cross_entropy(Tensor::<NdArray<f32, i32>, 2>::ones([2, 3], &device), targets, 0.0);
     let _ = gelu(Tensor::<NdArray<f32, i32>, 2>::ones([2, 3], &device));
     let _ = softmax_last(Tensor::<Autodiff<NdArray<f32, i32>>, 2>::ones([2, 3], &device));
-    assert_eq!(calls(), start + 5, "a backend without kernels ran one");
+    assert_eq!(calls(), start + 7, "a backend without kernels ran one");
 }
 
 /// `[x, γ, β, w]` for a LayerNorm test over rows of `d`: rows with a large common offset
@@ -270,4 +274,52 @@ fn composed_cross_entropy_backward_matches_autodiff_of_the_composed_form() {
     let (y_ref, g_ref) = cross_entropy_grads::<Plain>(6, 11, |z, t| super::cross_entropy::composed(z, t, smoothing));
     close(&y, &y_ref, 1e-5, "value");
     close(&g, &g_ref, 1e-5, "gradient");
+}
+
+/// Output and the gradients `[y, dx, dW, db]` of a linear map `f(x, W, b)` on `B` (the loss
+/// weights every output differently).
+fn linear_grads<B: burn::tensor::backend::AutodiffBackend>(
+    [rows, d_in, d_out]: [usize; 3],
+    layout: Weight,
+    f: impl Fn(Tensor<B, 2>, Tensor<B, 2>, Option<Tensor<B, 1>>) -> Tensor<B, 2>,
+) -> Vec<Vec<f32>> {
+    let device = Default::default();
+    let tensor = |v: Vec<f32>, dims: Vec<usize>| TensorData::new(v, dims).convert::<B::FloatElem>();
+    let w_dims = if layout == Weight::InOut { vec![d_in, d_out] } else { vec![d_out, d_in] };
+    let x = Tensor::<B, 2>::from_data(tensor(values(rows * d_in, 14, 2.0), vec![rows, d_in]), &device).require_grad();
+    let w = Tensor::<B, 2>::from_data(tensor(values(d_in * d_out, 15, 0.5), w_dims), &device).require_grad();
+    let b = Tensor::<B, 1>::from_data(tensor(values(d_out, 16, 1.0), vec![d_out]), &device).require_grad();
+    let loss_weights = tensor(values(rows * d_out, 17, 1.0), vec![rows, d_out]);
+    let y = f(x.clone(), w.clone(), Some(b.clone()));
+    let grads = (y.clone() * Tensor::<B, 2>::from_data(loss_weights, &device)).sum().backward();
+    vec![data(y), data(x.grad(&grads).unwrap()), data(w.grad(&grads).unwrap()), data(b.grad(&grads).unwrap())]
+}
+
+#[test]
+fn fused_linear_matches_the_composed_form_in_value_and_gradients_for_both_weight_layouts() {
+    for layout in [Weight::InOut, Weight::OutIn] {
+        for dims in [[300, 70, 90], [3, 5, 2]] {
+            let fused = linear_grads::<Grad>(dims, layout, |x, w, b| linear(x, w, b, layout));
+            let composed = linear_grads::<Grad>(dims, layout, |x, w, b| super::linear::composed(x, w, b, layout));
+            for (what, (a, b)) in ["value", "dx", "dW", "db"].iter().zip(fused.iter().zip(&composed)) {
+                close(a, b, 2e-5, what);
+            }
+        }
+    }
+}
+
+#[test]
+fn composed_linear_backward_matches_autodiff_of_the_composed_form() {
+    type Plain = Autodiff<NdArray<f32, i32>>;
+    for layout in [Weight::InOut, Weight::OutIn] {
+        let prim = |t: Tensor<Plain, 2>| t.into_primitive().tensor();
+        let via_trait = linear_grads::<Plain>([7, 4, 3], layout, |x, w, b| {
+            let y = Plain::fused_linear(prim(x), prim(w), b.map(|b| b.into_primitive().tensor()), layout);
+            Tensor::from_primitive(TensorPrimitive::Float(y))
+        });
+        let composed = linear_grads::<Plain>([7, 4, 3], layout, |x, w, b| super::linear::composed(x, w, b, layout));
+        for (what, (a, b)) in ["value", "dx", "dW", "db"].iter().zip(via_trait.iter().zip(&composed)) {
+            close(a, b, 2e-5, what);
+        }
+    }
 }

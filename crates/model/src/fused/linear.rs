@@ -1,0 +1,183 @@
+//! A linear map over rows, `y = x·W + b`, as one operation whose backward needs no transposed
+//! copies: `dx = dy·Wᵀ`, `dW = xᵀ·dy`, `db = Σ_rows dy` (with `W` stored `[d_out, d_in]`, as a
+//! tied embedding is: `y = x·Wᵀ + b`, `dx = dy·W`, `dW = dyᵀ·x`).
+//!
+//! On burn-ndarray the products run in the `gemm` crate, which reads a transposed operand
+//! through its strides (burn-ndarray copies a non-contiguous operand into a new array first:
+//! 9% of a training step went to those copies) and has AVX-512 kernels, chosen at run time
+//! where the CPU has them; each output element is summed by one thread in a fixed order, so
+//! results do not depend on the scheduling. The composed form is Burn's `matmul` elsewhere.
+
+use burn::tensor::backend::Backend;
+use burn::tensor::ops::FloatTensor;
+use burn::tensor::{Tensor, TensorData, TensorPrimitive};
+use burn_ndarray::{NdArray, NdArrayTensor};
+
+/// How the weight is stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Weight {
+    /// `[d_in, d_out]` (Burn's `Linear`): `y = x·W`.
+    InOut,
+    /// `[d_out, d_in]` (an embedding used as the output layer): `y = x·Wᵀ`.
+    OutIn,
+}
+
+/// `x·W (+ b)`, composed of Burn's operations.
+pub(super) fn composed<B: Backend>(
+    x: Tensor<B, 2>,
+    w: Tensor<B, 2>,
+    b: Option<Tensor<B, 1>>,
+    layout: Weight,
+) -> Tensor<B, 2> {
+    let w = if layout == Weight::OutIn { w.transpose() } else { w };
+    let y = x.matmul(w);
+    match b {
+        Some(b) => y + b.unsqueeze_dim(0),
+        None => y,
+    }
+}
+
+/// `[dx, dW, db]`, composed.
+pub(super) fn composed_backward<B: Backend>(
+    x: Tensor<B, 2>,
+    w: Tensor<B, 2>,
+    grad: Tensor<B, 2>,
+    layout: Weight,
+) -> [Tensor<B, 2>; 3] {
+    let db = grad.clone().sum_dim(0);
+    match layout {
+        Weight::InOut => [grad.clone().matmul(w.transpose()), x.transpose().matmul(grad), db],
+        Weight::OutIn => [grad.clone().matmul(w), grad.transpose().matmul(x), db],
+    }
+}
+
+type F = FloatTensor<NdArray<f32>>;
+
+/// A row-major matrix or its transpose, as `gemm` reads it: `(pointer, column stride, row stride)`.
+fn view(values: &[f32], cols: usize, transposed: bool) -> (*const f32, isize, isize) {
+    if transposed {
+        (values.as_ptr(), cols as isize, 1)
+    } else {
+        (values.as_ptr(), 1, cols as isize)
+    }
+}
+
+/// `dst[m, n] = lhs[m, k] · rhs[k, n]` (+ `dst` if `accumulate`), operands given by [`view`].
+fn product(
+    dst: &mut [f32],
+    m: usize,
+    n: usize,
+    k: usize,
+    lhs: (*const f32, isize, isize),
+    rhs: (*const f32, isize, isize),
+    accumulate: bool,
+) {
+    assert_eq!(dst.len(), m * n, "product: destination of the wrong size");
+    let threads = rayon::current_num_threads();
+    let parallelism =
+        if m * n * k >= 1 << 15 && threads > 1 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
+    // SAFETY: `dst` holds m×n contiguous values (checked above, row stride n, column stride
+    // 1); `lhs` and `rhs` come from `view` over slices the caller sized m×k and k×n, alive for
+    // this call; `dst` does not overlap them (a fresh buffer).
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            1,
+            n as isize,
+            accumulate,
+            lhs.0,
+            lhs.1,
+            lhs.2,
+            rhs.0,
+            rhs.1,
+            rhs.2,
+            1.0,
+            1.0,
+            false,
+            false,
+            false,
+            parallelism,
+        )
+    }
+}
+
+/// The forward kernel: the bias is written first, the product added to it.
+pub(super) fn cpu(x: F, w: F, b: Option<F>, layout: Weight) -> F {
+    let (shape, x) = super::cpu::values(x);
+    let (w_shape, w) = super::cpu::values(w);
+    let (rows, d_in) = (shape[0], shape[1]);
+    let d_out = if layout == Weight::InOut { w_shape[1] } else { w_shape[0] };
+    assert_eq!(w.len(), d_in * d_out, "linear: weight of shape {w_shape:?} for {d_in} inputs");
+    let mut y = vec![0.0f32; rows * d_out];
+    if let Some(b) = b {
+        let (_, b) = super::cpu::values(b);
+        y.chunks_mut(d_out).for_each(|row| row.copy_from_slice(&b));
+    }
+    let w_view = match layout {
+        Weight::InOut => view(&w, d_out, false),
+        Weight::OutIn => view(&w, d_in, true),
+    };
+    product(&mut y, rows, d_out, d_in, view(&x, d_in, false), w_view, true);
+    tensor(y, [rows, d_out])
+}
+
+/// The backward kernel: `[dx, dW, db]`, the weight's gradient in the weight's layout.
+pub(super) fn cpu_backward(x: F, w: F, grad: F, layout: Weight) -> [F; 3] {
+    let (shape, x) = super::cpu::values(x);
+    let (w_shape, w) = super::cpu::values(w);
+    let (_, grad) = super::cpu::values(grad);
+    let (rows, d_in) = (shape[0], shape[1]);
+    let d_out = grad.len() / rows.max(1);
+    let mut dx = vec![0.0f32; rows * d_in];
+    let mut dw = vec![0.0f32; d_in * d_out];
+    match layout {
+        Weight::InOut => {
+            product(&mut dx, rows, d_in, d_out, view(&grad, d_out, false), view(&w, d_out, true), false);
+            product(&mut dw, d_in, d_out, rows, view(&x, d_in, true), view(&grad, d_out, false), false);
+        }
+        Weight::OutIn => {
+            product(&mut dx, rows, d_in, d_out, view(&grad, d_out, false), view(&w, d_in, false), false);
+            product(&mut dw, d_out, d_in, rows, view(&grad, d_out, true), view(&x, d_in, false), false);
+        }
+    }
+    let mut db = vec![0.0f32; d_out];
+    for row in grad.chunks(d_out) {
+        db.iter_mut().zip(row).for_each(|(s, &g)| *s += g);
+    }
+    [tensor(dx, [rows, d_in]), tensor(dw, [w_shape[0], w_shape[1]]), tensor(db, [d_out])]
+}
+
+fn tensor<const D: usize>(values: Vec<f32>, shape: [usize; D]) -> F {
+    NdArrayTensor::from_data(TensorData::new(values, shape))
+}
+
+/// `x·W + b` over the rows of `x`, fused where the backend has a kernel.
+///
+/// # Shapes
+/// - `x`: `[rows, d_in]`; `w`: `[d_in, d_out]` (`InOut`) or `[d_out, d_in]` (`OutIn`);
+///   `b`: `[d_out]`; output: `[rows, d_out]`
+pub fn linear<B: Backend>(x: Tensor<B, 2>, w: Tensor<B, 2>, b: Option<Tensor<B, 1>>, layout: Weight) -> Tensor<B, 2> {
+    use super::{is, same, FusedOps};
+    use burn::backend::Autodiff;
+    fn on<B: Backend, K: FusedOps>(
+        x: Tensor<B, 2>,
+        w: Tensor<B, 2>,
+        b: Option<Tensor<B, 1>>,
+        layout: Weight,
+    ) -> Tensor<B, 2> {
+        let x = same::<Tensor<B, 2>, Tensor<K, 2>>(x).into_primitive().tensor();
+        let w = same::<Tensor<B, 2>, Tensor<K, 2>>(w).into_primitive().tensor();
+        let b = b.map(|b| same::<Tensor<B, 1>, Tensor<K, 1>>(b).into_primitive().tensor());
+        same(Tensor::<K, 2>::from_primitive(TensorPrimitive::Float(K::fused_linear(x, w, b, layout))))
+    }
+    if is::<B, Autodiff<NdArray<f32>>>() {
+        on::<B, Autodiff<NdArray<f32>>>(x, w, b, layout)
+    } else if is::<B, NdArray<f32>>() {
+        on::<B, NdArray<f32>>(x, w, b, layout)
+    } else {
+        composed(x, w, b, layout)
+    }
+}
