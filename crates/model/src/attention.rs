@@ -10,7 +10,7 @@ use burn::tensor::{backend::Backend, Bool, Tensor};
 
 use crate::cache::KeyValue;
 use crate::config::ModelConfig;
-use crate::fused::softmax_last;
+use crate::fused::{attention, softmax_last};
 use crate::init::{linear, Role};
 use crate::mask::MASKED_SCORE;
 use crate::positionwise::positionwise;
@@ -34,7 +34,14 @@ pub fn scaled_dot_product_attention<B: Backend>(
 ) -> (Tensor<B, 4>, Tensor<B, 4>) {
     let [batch, heads, queries, d_k] = q.dims();
     let keys = k.dims()[2];
-    let q = q.mul_scalar(1.0 / (d_k as f64).sqrt());
+    let scale = 1.0 / (d_k as f64).sqrt();
+    if dropout.prob == 0.0 {
+        // One fused operation (crate::fused::attention); the weights it returns are not
+        // differentiable, which no caller needs (they are for heat maps).
+        let [context, weights] = attention(q, k, v, mask, scale);
+        return (context, weights);
+    }
+    let q = q.mul_scalar(scale);
     let mut scores = q.matmul(k.swap_dims(2, 3)); // [batch, heads, queries, keys]
     if let Some(mask) = mask {
         scores = scores.mask_fill(mask.expand([batch, heads, queries, keys]), MASKED_SCORE);

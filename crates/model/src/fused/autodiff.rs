@@ -3,7 +3,7 @@
 //! mechanism: a [`Backward`] step prepared on the input's node). What the backward needs is
 //! kept from the forward: the input for GELU, the output for the softmax, the input and `γ`
 //! for the LayerNorm (whose backward recomputes mean and deviation instead of keeping them),
-//! the input and weight for the linear map, the logits and targets for the cross-entropy.
+//! `Q`, `K`, `V` and the weights for attention, the input and weight for the linear map, the logits and targets for the cross-entropy.
 
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
@@ -11,7 +11,8 @@ use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{unary, Backward, Ops, OpsKind};
 use burn::backend::autodiff::NodeId;
 use burn::backend::Autodiff;
-use burn::tensor::ops::{FloatTensor, IntTensor};
+use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::ops::{BoolTensor, FloatTensor, IntTensor};
 
 use super::{FusedOps, Weight};
 
@@ -107,6 +108,43 @@ impl<B: FusedOps, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
         match &beta {
             Some(beta) => run::<B, C, 3>([&x, &gamma, beta], epsilon),
             None => run::<B, C, 2>([&x, &gamma], epsilon),
+        }
+    }
+
+    fn fused_attention(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        mask: Option<BoolTensor<Self>>,
+        scale: f64,
+    ) -> [FloatTensor<Self>; 2] {
+        #[derive(Debug)]
+        struct AttentionBackward;
+
+        impl<B: FusedOps> Backward<B, 3> for AttentionBackward {
+            /// `Q`, `K`, `V`, the weights `P` and the scale.
+            type State = ([FloatTensor<B>; 4], f64);
+
+            fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
+                let ([q, k, v, weights], scale) = ops.state;
+                let grad = grads.consume::<B>(&ops.node);
+                let found = B::fused_attention_backward(q, k, v, weights, grad, scale);
+                register::<B, 3>(ops.parents.each_ref().map(|p| p.as_ref().map(|node| node.id)), found, grads);
+            }
+        }
+
+        let nodes = [q.node.clone(), k.node.clone(), v.node.clone()];
+        let (q, k, v) = (q.primitive, k.primitive, v.primitive);
+        match AttentionBackward.prepare::<C>(nodes).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => {
+                let [context, weights] = B::fused_attention(q.clone(), k.clone(), v.clone(), mask, scale);
+                let untracked = Self::from_inner(weights.clone());
+                [prep.finish(([q, k, v, weights], scale), context), untracked]
+            }
+            OpsKind::UnTracked(prep) => {
+                let [context, weights] = B::fused_attention(q, k, v, mask, scale);
+                [prep.finish(context), Self::from_inner(weights)]
+            }
         }
     }
 

@@ -58,17 +58,23 @@ pub fn softmax_last(x: T) -> T {
     let block = row_block(last);
     out.par_chunks_mut(block).zip(x.par_chunks(block)).for_each(|(out, x)| {
         for (out, x) in out.chunks_mut(last).zip(x.chunks(last)) {
-            let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            let mut sum = 0.0f32;
-            for (o, &v) in out.iter_mut().zip(x) {
-                *o = exp_or_zero(v - max);
-                sum += *o;
-            }
-            let inv = 1.0 / sum;
-            out.iter_mut().for_each(|o| *o *= inv);
+            out.copy_from_slice(x);
+            softmax_row(out);
         }
     });
     tensor(out, shape)
+}
+
+/// Softmax of one row, in place: `e^{x−max} / Σ e^{x−max}`.
+pub(super) fn softmax_row(row: &mut [f32]) {
+    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut sum = 0.0f32;
+    for v in row.iter_mut() {
+        *v = exp_or_zero(*v - max);
+        sum += *v;
+    }
+    let inv = 1.0 / sum;
+    row.iter_mut().for_each(|v| *v *= inv);
 }
 
 /// From the softmax's output `y`: `y ⊙ (grad − Σ_row grad ⊙ y)`.

@@ -54,7 +54,7 @@ pub(super) fn composed_backward<B: Backend>(
 type F = FloatTensor<NdArray<f32>>;
 
 /// A row-major matrix or its transpose, as `gemm` reads it: `(pointer, column stride, row stride)`.
-fn view(values: &[f32], cols: usize, transposed: bool) -> (*const f32, isize, isize) {
+pub(super) fn view(values: &[f32], cols: usize, transposed: bool) -> (*const f32, isize, isize) {
     if transposed {
         (values.as_ptr(), cols as isize, 1)
     } else {
@@ -100,6 +100,46 @@ fn product(
             false,
             false,
             parallelism,
+        )
+    }
+}
+
+/// `dst[m, n] = scale · lhs[m, k] · rhs[k, n]` (+ `dst` if `accumulate`) on this thread only,
+/// for kernels that already run in parallel over independent products (attention's heads).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn product_into(
+    dst: &mut [f32],
+    m: usize,
+    n: usize,
+    k: usize,
+    lhs: (*const f32, isize, isize),
+    rhs: (*const f32, isize, isize),
+    scale: f32,
+    accumulate: bool,
+) {
+    assert_eq!(dst.len(), m * n, "product: destination of the wrong size");
+    // SAFETY: as in `product`.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            1,
+            n as isize,
+            accumulate,
+            lhs.0,
+            lhs.1,
+            lhs.2,
+            rhs.0,
+            rhs.1,
+            rhs.2,
+            1.0,
+            scale,
+            false,
+            false,
+            false,
+            gemm::Parallelism::None,
         )
     }
 }

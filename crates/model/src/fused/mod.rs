@@ -9,7 +9,7 @@
 //! `B`'s kernel and registers a backward that calls `B`'s backward kernel.
 //!
 //! The model stays generic over `B: Backend` (no bound on every module): the functions below
-//! ([`gelu`], [`softmax_last`], [`layer_norm`], [`linear`], [`cross_entropy`]) find at run time, by type, whether `B` is one of the backends
+//! ([`gelu`], [`softmax_last`], [`layer_norm`], [`attention`], [`linear`], [`cross_entropy`]) find at run time, by type, whether `B` is one of the backends
 //! with kernels (`NdArray<f32>` and `Autodiff<NdArray<f32>>`) and otherwise compute the
 //! composed form. Both paths compute the same function; `tests.rs` checks values and gradients
 //! of each fused operation against the composed reference.
@@ -19,9 +19,11 @@
 //! | exact GELU `x·Φ(x)` | 5 + 9 (erf, its derivative, products) | 1 + 1 |
 //! | softmax over the last axis | 5 + 4 (max, exp, sum, divide; products, row sums) | 1 + 1 |
 //! | LayerNorm over the last axis | 8 + ~20 (mean, centre, square, mean, root, divide, scale, shift) | 1 + 1 |
+//! | attention `softmax(s·QKᵀ + mask)·V` per head | 6 + ~10 (scale, transposed copy, product, mask, softmax, product) | 1 + 1, products through strides |
 //! | linear map over rows `x·W + b` | 1-2 + 3-5 (transposed copies of `x`, `W` for the backward) | 1 + 3 products, no copies |
 //! | softmax + cross-entropy over the vocabulary | 6 + ~10, keeping `log p` (`[rows, V]`) | 1 + 1, keeping the logits |
 
+mod attention;
 mod autodiff;
 mod cpu;
 mod cross_entropy;
@@ -35,7 +37,7 @@ use core::any::Any;
 use burn::backend::Autodiff;
 use burn::tensor::activation::softmax;
 use burn::tensor::backend::Backend;
-use burn::tensor::ops::{FloatTensor, IntTensor};
+use burn::tensor::ops::{BoolTensor, FloatTensor, IntTensor};
 use burn::tensor::{Int, Tensor, TensorMetadata, TensorPrimitive};
 use burn_ndarray::NdArray;
 
@@ -108,6 +110,33 @@ pub trait FusedOps: Backend {
             dgamma.into_primitive().tensor(),
             dbeta.into_primitive().tensor(),
         ]
+    }
+
+    /// Scaled dot-product attention per (batch, head): `[O, P]` with `P = softmax(s·QKᵀ
+    /// masked)`, `O = PV` ([`attention`] has the formulas); only `O` is differentiable.
+    fn fused_attention(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        mask: Option<BoolTensor<Self>>,
+        scale: f64,
+    ) -> [FloatTensor<Self>; 2] {
+        let t = |t| Tensor::<Self, 4>::from_primitive(TensorPrimitive::Float(t));
+        let mask = mask.map(Tensor::<Self, 4, burn::tensor::Bool>::from_primitive);
+        attention::composed(t(q), t(k), t(v), mask, scale).map(|t| t.into_primitive().tensor())
+    }
+
+    /// `[dQ, dK, dV]` of [`FusedOps::fused_attention`] from `P` and the gradient of `O`.
+    fn fused_attention_backward(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        weights: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        scale: f64,
+    ) -> [FloatTensor<Self>; 3] {
+        let t = |t| Tensor::<Self, 4>::from_primitive(TensorPrimitive::Float(t));
+        attention::composed_backward(t(q), t(k), t(v), t(weights), t(grad), scale).map(|t| t.into_primitive().tensor())
     }
 
     /// `x·W + b` over rows (`W` stored as `layout` says; [`linear`] has the formulas).
@@ -194,6 +223,25 @@ impl FusedOps for NdArray<f32> {
     ) -> [FloatTensor<Self>; 3] {
         cpu::layer_norm_backward(x, gamma, grad, epsilon)
     }
+    fn fused_attention(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        mask: Option<BoolTensor<Self>>,
+        scale: f64,
+    ) -> [FloatTensor<Self>; 2] {
+        attention::cpu(q, k, v, mask, scale)
+    }
+    fn fused_attention_backward(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        weights: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        scale: f64,
+    ) -> [FloatTensor<Self>; 3] {
+        attention::cpu_backward(q, k, v, weights, grad, scale)
+    }
     fn fused_linear(
         x: FloatTensor<Self>,
         weight: FloatTensor<Self>,
@@ -223,6 +271,7 @@ impl FusedOps for NdArray<f32> {
     }
 }
 
+pub use attention::attention;
 pub use cross_entropy::cross_entropy;
 pub use linear::{linear, Weight};
 

@@ -323,3 +323,60 @@ fn composed_linear_backward_matches_autodiff_of_the_composed_form() {
         }
     }
 }
+
+/// Context, weights and the gradients of `Q`, `K`, `V` of an attention `f` on `B`; the mask
+/// is causal over `[1, 1, queries, keys]` plus two padded keys of the second batch entry.
+fn attention_grads<B: burn::tensor::backend::AutodiffBackend>(
+    [batch, heads, queries, keys, d]: [usize; 5],
+    f: impl Fn(Tensor<B, 4>, Tensor<B, 4>, Tensor<B, 4>, Tensor<B, 4, burn::tensor::Bool>) -> [Tensor<B, 4>; 2],
+) -> Vec<Vec<f32>> {
+    let device = Default::default();
+    let tensor = |v: Vec<f32>, dims: [usize; 4]| {
+        Tensor::<B, 4>::from_data(TensorData::new(v, dims).convert::<B::FloatElem>(), &device).require_grad()
+    };
+    let q = tensor(values(batch * heads * queries * d, 18, 2.0), [batch, heads, queries, d]);
+    let k = tensor(values(batch * heads * keys * d, 19, 2.0), [batch, heads, keys, d]);
+    let v = tensor(values(batch * heads * keys * d, 20, 1.0), [batch, heads, keys, d]);
+    let causal: Vec<bool> = (0..queries * keys).map(|i| i % keys > i / keys + keys - queries).collect();
+    let causal = Tensor::<B, 4, burn::tensor::Bool>::from_data(TensorData::new(causal, [1, 1, queries, keys]), &device);
+    let padded: Vec<bool> = (0..batch * keys).map(|i| i / keys == 1 && i % keys >= keys - 2).collect();
+    let padded = Tensor::<B, 4, burn::tensor::Bool>::from_data(TensorData::new(padded, [batch, 1, 1, keys]), &device);
+    let mask = causal.expand([batch, 1, queries, keys]).bool_or(padded.expand([batch, 1, queries, keys]));
+    let w = Tensor::<B, 4>::from_data(
+        TensorData::new(values(batch * heads * queries * d, 21, 1.0), [batch, heads, queries, d])
+            .convert::<B::FloatElem>(),
+        &device,
+    );
+    let [context, weights] = f(q.clone(), k.clone(), v.clone(), mask);
+    let grads = (context.clone() * w).sum().backward();
+    let grad = |t: &Tensor<B, 4>| data(t.grad(&grads).unwrap());
+    vec![data(context), data(weights), grad(&q), grad(&k), grad(&v)]
+}
+
+#[test]
+fn fused_attention_matches_the_composed_form_in_value_weights_and_gradients_under_masks() {
+    let scale = 1.0 / 8f64.sqrt();
+    for dims in [[2, 3, 17, 17, 8], [2, 2, 5, 9, 8]] {
+        let fused = attention_grads::<Grad>(dims, |q, k, v, m| attention(q, k, v, Some(m), scale));
+        let composed = attention_grads::<Grad>(dims, |q, k, v, m| super::attention::composed(q, k, v, Some(m), scale));
+        for (what, (a, b)) in ["context", "weights", "dq", "dk", "dv"].iter().zip(fused.iter().zip(&composed)) {
+            close(a, b, 2e-5, what);
+        }
+    }
+}
+
+#[test]
+fn composed_attention_backward_matches_autodiff_of_the_composed_form() {
+    type Plain = Autodiff<NdArray<f32, i32>>;
+    let scale = 0.3;
+    let via_trait = attention_grads::<Plain>([2, 2, 4, 6, 3], |q, k, v, m| {
+        let p = |t: Tensor<Plain, 4>| t.into_primitive().tensor();
+        Plain::fused_attention(p(q), p(k), p(v), Some(m.into_primitive()), scale)
+            .map(|t| Tensor::from_primitive(TensorPrimitive::Float(t)))
+    });
+    let composed =
+        attention_grads::<Plain>([2, 2, 4, 6, 3], |q, k, v, m| super::attention::composed(q, k, v, Some(m), scale));
+    for (what, (a, b)) in ["context", "weights", "dq", "dk", "dv"].iter().zip(via_trait.iter().zip(&composed)) {
+        close(a, b, 2e-5, what);
+    }
+}
