@@ -209,7 +209,19 @@ pub(super) fn values(x: T) -> (burn::tensor::Shape, Values) {
             let view = storage.view();
             match view.as_slice() {
                 Some(_) => Values::Borrowed(x),
-                None => Values::Owned(view.iter().copied().collect()),
+                // Gathered a lane of the last axis at a time (a 0-dimensional view is always
+                // contiguous): an element-wise iterator over burn-ndarray's dynamic-rank views
+                // costs more than the copy (40% of a step when attention gathered its heads so).
+                None => {
+                    let mut out = Vec::with_capacity(view.len());
+                    for lane in view.rows() {
+                        match lane.as_slice() {
+                            Some(lane) => out.extend_from_slice(lane),
+                            None => out.extend(lane.iter().copied()),
+                        }
+                    }
+                    Values::Owned(out)
+                }
             }
         }
         // Not f32 (never the case on `NdArray<f32>`): convert once.
