@@ -8,8 +8,8 @@
 //! untracked). Dropout on the weights is not part of it: `scaled_dot_product_attention` takes
 //! the composed path when attention dropout is active.
 //!
-//! The CPU kernel runs the heads in parallel (rayon), each head's products in `gemm` with
-//! the transposed operands read through strides.
+//! The CPU kernel runs the heads in parallel (rayon), each head's products in `gemm`, reading
+//! `Q`, `K`, `V` and `dO` through their strides (no gathered copies, transposes for free).
 
 use burn::tensor::backend::Backend;
 use burn::tensor::ops::{BoolTensor, FloatTensor};
@@ -83,21 +83,85 @@ impl Mask {
     }
 }
 
+/// A `[batch, heads, rows, cols]` tensor read where it lies: each head's matrix as `gemm`
+/// reads it, through the tensor's strides (`Q`, `K`, `V` arrive as strided views of
+/// `[batch, len, heads, d]`; gathering them cost more than the products of small heads).
+struct Heads {
+    /// What the matrices point into: the tensor itself, or (not f32) a converted copy.
+    keep: Keep,
+    dims: [usize; 4],
+    strides: [isize; 4],
+}
+
+enum Keep {
+    Tensor(F),
+    Owned(Vec<f32>),
+}
+
+impl Heads {
+    fn new(t: F) -> Heads {
+        match t {
+            NdArrayTensor::F32(_) => {
+                let keep = Keep::Tensor(t);
+                let Keep::Tensor(NdArrayTensor::F32(storage)) = &keep else { unreachable!("just built") };
+                let view = storage.view();
+                let dims = [0, 1, 2, 3].map(|axis| view.shape()[axis]);
+                let strides = [0, 1, 2, 3].map(|axis| view.strides()[axis]);
+                Heads { keep, dims, strides }
+            }
+            other => {
+                let (shape, values) = super::cpu::values(other);
+                let dims = [shape[0], shape[1], shape[2], shape[3]];
+                let strides = [dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1].map(|s| s as isize);
+                Heads { keep: Keep::Owned(values.to_vec()), dims, strides }
+            }
+        }
+    }
+
+    /// The first element's address (the data stays where it is while `self` lives).
+    fn base(&self) -> *const f32 {
+        match &self.keep {
+            Keep::Tensor(NdArrayTensor::F32(storage)) => storage.view().as_ptr(),
+            Keep::Tensor(_) => unreachable!("only f32 tensors are kept"),
+            Keep::Owned(values) => values.as_ptr(),
+        }
+    }
+
+    /// Head `head` (batch-major) as `(pointer, column stride, row stride)`, or its transpose.
+    fn matrix(&self, base: *const f32, head: usize, transposed: bool) -> (*const f32, isize, isize) {
+        let (b, h) = (head / self.dims[1], head % self.dims[1]);
+        let ptr = base.wrapping_offset(b as isize * self.strides[0] + h as isize * self.strides[1]);
+        let (rs, cs) = (self.strides[2], self.strides[3]);
+        if transposed {
+            (ptr, rs, cs)
+        } else {
+            (ptr, cs, rs)
+        }
+    }
+}
+
+/// An address that may cross threads (the data it points to is only read).
+#[derive(Clone, Copy)]
+struct Address(*const f32);
+// SAFETY: the kernels only read through these addresses, from tensors kept alive and unchanged
+// for the whole parallel loop.
+unsafe impl Send for Address {}
+unsafe impl Sync for Address {}
+
 /// The forward kernel: `[O, P]`.
 pub(super) fn cpu(q: F, k: F, v: F, mask: Option<BoolTensor<NdArray<f32>>>, scale: f64) -> [F; 2] {
-    let (q_shape, q) = super::cpu::values(q);
-    let (k_shape, k) = super::cpu::values(k);
-    let (v_shape, v) = super::cpu::values(v);
-    let [batch, heads, queries, d_k] = [q_shape[0], q_shape[1], q_shape[2], q_shape[3]];
-    let (keys, d_v) = (k_shape[2], v_shape[3]);
+    let (q, k, v) = (Heads::new(q), Heads::new(k), Heads::new(v));
+    let [batch, heads, queries, d_k] = q.dims;
+    let (keys, d_v) = (k.dims[2], v.dims[3]);
     let mask = mask.map(Mask::new);
+    let bases = [q.base(), k.base(), v.base()].map(Address);
     let mut weights = vec![0.0f32; batch * heads * queries * keys];
     let mut context = vec![0.0f32; batch * heads * queries * d_v];
     weights.par_chunks_mut(queries * keys).zip(context.par_chunks_mut(queries * d_v)).enumerate().for_each(
         |(head, (p, o))| {
-            let (q, k) = (&q[head * queries * d_k..][..queries * d_k], &k[head * keys * d_k..][..keys * d_k]);
-            let v = &v[head * keys * d_v..][..keys * d_v];
-            product_into(p, queries, keys, d_k, view(q, d_k, false), view(k, d_k, true), scale as f32, false);
+            let [qb, kb, vb] = bases;
+            let (qm, km) = (q.matrix(qb.0, head, false), k.matrix(kb.0, head, true));
+            product_into(p, queries, keys, d_k, qm, km, scale as f32, false);
             for (row, scores) in p.chunks_mut(keys).enumerate() {
                 if let Some(mask) = &mask {
                     let (b, h) = (head / heads, head % heads);
@@ -109,7 +173,7 @@ pub(super) fn cpu(q: F, k: F, v: F, mask: Option<BoolTensor<NdArray<f32>>>, scal
                 }
                 super::cpu::softmax_row(scores);
             }
-            product_into(o, queries, d_v, keys, view(p, keys, false), view(v, d_v, false), 1.0, false);
+            product_into(o, queries, d_v, keys, view(p, keys, false), v.matrix(vb.0, head, false), 1.0, false);
         },
     );
     let tensor = |values, dims: [usize; 4]| NdArrayTensor::from_data(TensorData::new(values, dims));
@@ -118,33 +182,33 @@ pub(super) fn cpu(q: F, k: F, v: F, mask: Option<BoolTensor<NdArray<f32>>>, scal
 
 /// The backward kernel: `[dQ, dK, dV]`.
 pub(super) fn cpu_backward(q: F, k: F, v: F, weights: F, grad: F, scale: f64) -> [F; 3] {
-    let (q_shape, q) = super::cpu::values(q);
-    let (k_shape, k) = super::cpu::values(k);
-    let (v_shape, v) = super::cpu::values(v);
+    let (q, k, v, d_o) = (Heads::new(q), Heads::new(k), Heads::new(v), Heads::new(grad));
     let (_, p) = super::cpu::values(weights);
-    let (_, grad) = super::cpu::values(grad);
-    let [batch, heads, queries, d_k] = [q_shape[0], q_shape[1], q_shape[2], q_shape[3]];
-    let (keys, d_v) = (k_shape[2], v_shape[3]);
-    let (mut dq, mut dk, mut dv) = (vec![0.0f32; q.len()], vec![0.0f32; k.len()], vec![0.0f32; v.len()]);
+    let [batch, heads, queries, d_k] = q.dims;
+    let (keys, d_v) = (k.dims[2], v.dims[3]);
+    let bases = [q.base(), k.base(), v.base(), d_o.base()].map(Address);
+    let (mut dq, mut dk, mut dv) = (
+        vec![0.0f32; batch * heads * queries * d_k],
+        vec![0.0f32; batch * heads * keys * d_k],
+        vec![0.0f32; batch * heads * keys * d_v],
+    );
     dq.par_chunks_mut(queries * d_k)
         .zip(dk.par_chunks_mut(keys * d_k).zip(dv.par_chunks_mut(keys * d_v)))
         .enumerate()
         .for_each(|(head, (dq, (dk, dv)))| {
-            let q = &q[head * queries * d_k..][..queries * d_k];
-            let k = &k[head * keys * d_k..][..keys * d_k];
-            let v = &v[head * keys * d_v..][..keys * d_v];
+            let [qb, kb, vb, ob] = bases;
             let p = &p[head * queries * keys..][..queries * keys];
-            let d_o = &grad[head * queries * d_v..][..queries * d_v];
             let mut ds = vec![0.0f32; queries * keys];
-            product_into(&mut ds, queries, keys, d_v, view(d_o, d_v, false), view(v, d_v, true), 1.0, false);
+            let (om, vt) = (d_o.matrix(ob.0, head, false), v.matrix(vb.0, head, true));
+            product_into(&mut ds, queries, keys, d_v, om, vt, 1.0, false);
             for (ds, p) in ds.chunks_mut(keys).zip(p.chunks(keys)) {
                 let dot: f32 = ds.iter().zip(p).map(|(d, p)| d * p).sum();
                 ds.iter_mut().zip(p).for_each(|(d, &p)| *d = p * (*d - dot));
             }
             let s = scale as f32;
-            product_into(dq, queries, d_k, keys, view(&ds, keys, false), view(k, d_k, false), s, false);
-            product_into(dk, keys, d_k, queries, view(&ds, keys, true), view(q, d_k, false), s, false);
-            product_into(dv, keys, d_v, queries, view(p, keys, true), view(d_o, d_v, false), 1.0, false);
+            product_into(dq, queries, d_k, keys, view(&ds, keys, false), k.matrix(kb.0, head, false), s, false);
+            product_into(dk, keys, d_k, queries, view(&ds, keys, true), q.matrix(qb.0, head, false), s, false);
+            product_into(dv, keys, d_v, queries, view(p, keys, true), d_o.matrix(ob.0, head, false), 1.0, false);
         });
     let tensor = |values, dims: [usize; 4]| NdArrayTensor::from_data(TensorData::new(values, dims));
     [

@@ -334,8 +334,10 @@ fn attention_grads<B: burn::tensor::backend::AutodiffBackend>(
     let tensor = |v: Vec<f32>, dims: [usize; 4]| {
         Tensor::<B, 4>::from_data(TensorData::new(v, dims).convert::<B::FloatElem>(), &device).require_grad()
     };
-    let q = tensor(values(batch * heads * queries * d, 18, 2.0), [batch, heads, queries, d]);
-    let k = tensor(values(batch * heads * keys * d, 19, 2.0), [batch, heads, keys, d]);
+    // Q and K laid out `[batch, len, heads, d]` and viewed with heads second, as the model's
+    // heads are (strided); V contiguous.
+    let q = tensor(values(batch * heads * queries * d, 18, 2.0), [batch, queries, heads, d]);
+    let k = tensor(values(batch * heads * keys * d, 19, 2.0), [batch, keys, heads, d]);
     let v = tensor(values(batch * heads * keys * d, 20, 1.0), [batch, heads, keys, d]);
     let causal: Vec<bool> = (0..queries * keys).map(|i| i % keys > i / keys + keys - queries).collect();
     let causal = Tensor::<B, 4, burn::tensor::Bool>::from_data(TensorData::new(causal, [1, 1, queries, keys]), &device);
@@ -347,7 +349,7 @@ fn attention_grads<B: burn::tensor::backend::AutodiffBackend>(
             .convert::<B::FloatElem>(),
         &device,
     );
-    let [context, weights] = f(q.clone(), k.clone(), v.clone(), mask);
+    let [context, weights] = f(q.clone().swap_dims(1, 2), k.clone().swap_dims(1, 2), v.clone(), mask);
     let grads = (context.clone() * w).sum().backward();
     let grad = |t: &Tensor<B, 4>| data(t.grad(&grads).unwrap());
     vec![data(context), data(weights), grad(&q), grad(&k), grad(&v)]
