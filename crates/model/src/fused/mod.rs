@@ -29,6 +29,7 @@ mod cpu;
 mod cross_entropy;
 mod erf;
 mod linear;
+mod ndarray;
 #[cfg(test)]
 mod tests;
 
@@ -192,84 +193,6 @@ pub trait FusedOps: Backend {
 
 /// `1/√(2π)`, the standard normal density at 0.
 pub(crate) const INV_SQRT_2PI: f64 = 0.398_942_280_401_432_7;
-
-/// The backends whose fused operations are kernels (the rest use the composed defaults).
-impl FusedOps for NdArray<f32> {
-    fn fused_gelu(x: FloatTensor<Self>) -> FloatTensor<Self> {
-        cpu::gelu(x)
-    }
-    fn fused_gelu_backward(x: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
-        cpu::gelu_backward(x, grad)
-    }
-    fn fused_softmax_last(x: FloatTensor<Self>) -> FloatTensor<Self> {
-        cpu::softmax_last(x)
-    }
-    fn fused_softmax_last_backward(y: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
-        cpu::softmax_last_backward(y, grad)
-    }
-    fn fused_layer_norm(
-        x: FloatTensor<Self>,
-        gamma: FloatTensor<Self>,
-        beta: Option<FloatTensor<Self>>,
-        epsilon: f64,
-    ) -> FloatTensor<Self> {
-        cpu::layer_norm(x, gamma, beta, epsilon)
-    }
-    fn fused_layer_norm_backward(
-        x: FloatTensor<Self>,
-        gamma: FloatTensor<Self>,
-        grad: FloatTensor<Self>,
-        epsilon: f64,
-    ) -> [FloatTensor<Self>; 3] {
-        cpu::layer_norm_backward(x, gamma, grad, epsilon)
-    }
-    fn fused_attention(
-        q: FloatTensor<Self>,
-        k: FloatTensor<Self>,
-        v: FloatTensor<Self>,
-        mask: Option<BoolTensor<Self>>,
-        scale: f64,
-    ) -> [FloatTensor<Self>; 2] {
-        attention::cpu(q, k, v, mask, scale)
-    }
-    fn fused_attention_backward(
-        q: FloatTensor<Self>,
-        k: FloatTensor<Self>,
-        v: FloatTensor<Self>,
-        weights: FloatTensor<Self>,
-        grad: FloatTensor<Self>,
-        scale: f64,
-    ) -> [FloatTensor<Self>; 3] {
-        attention::cpu_backward(q, k, v, weights, grad, scale)
-    }
-    fn fused_linear(
-        x: FloatTensor<Self>,
-        weight: FloatTensor<Self>,
-        bias: Option<FloatTensor<Self>>,
-        layout: Weight,
-    ) -> FloatTensor<Self> {
-        linear::cpu(x, weight, bias, layout)
-    }
-    fn fused_linear_backward(
-        x: FloatTensor<Self>,
-        weight: FloatTensor<Self>,
-        grad: FloatTensor<Self>,
-        layout: Weight,
-    ) -> [FloatTensor<Self>; 3] {
-        linear::cpu_backward(x, weight, grad, layout)
-    }
-    fn fused_cross_entropy(logits: FloatTensor<Self>, targets: IntTensor<Self>, smoothing: f64) -> FloatTensor<Self> {
-        cross_entropy::cpu(logits, targets, smoothing)
-    }
-    fn fused_cross_entropy_backward(
-        logits: FloatTensor<Self>,
-        targets: IntTensor<Self>,
-        grad: FloatTensor<Self>,
-        smoothing: f64,
-    ) -> FloatTensor<Self> {
-        cross_entropy::cpu_backward(logits, targets, grad, smoothing)
-    }
-}
 
 pub use attention::attention;
 pub use cross_entropy::cross_entropy;
