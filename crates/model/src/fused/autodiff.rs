@@ -1,9 +1,10 @@
 //! The fused operations under autodiff: `Autodiff<B>` runs `B`'s forward kernel and
 //! registers a backward step that runs `B`'s backward kernel (Burn's custom-operation
 //! mechanism: a [`Backward`] step prepared on the input's node). What the backward needs is
-//! kept from the forward: the input for GELU, the output for the softmax, the input and `γ`
-//! for the LayerNorm (whose backward recomputes mean and deviation instead of keeping them),
-//! `Q`, `K`, `V` and the weights for attention, the input and weight for the linear map, the logits and targets for the cross-entropy.
+//! kept from the forward: the input for GELU; the output for the softmax; the input and `γ`
+//! for the LayerNorm (whose backward recomputes mean and deviation instead of keeping them);
+//! `Q`, `K`, `V` and the weights for attention; the input and weight for the linear map; the
+//! logits and targets for the cross-entropy.
 
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
