@@ -7,8 +7,10 @@
 //! [`params::count`], and build a model with its `init` functions. `docs/math.md` maps each
 //! equation to the function that implements it.
 //!
-//! This crate never names a concrete backend (tests use `burn-ndarray` through a
-//! `TestBackend` alias) and does no file I/O.
+//! The modules never name a concrete backend (tests use `burn-ndarray` through a
+//! `TestBackend` alias), and the crate does no file I/O. The one place that names a backend is
+//! [`fused`]: its operations run as single-pass kernels on `burn-ndarray` (found by type at
+//! run time) and as compositions of Burn's operations on every other backend.
 //!
 //! ```
 //! use attend_model::decode::{greedy, GreedyOptions};
