@@ -62,7 +62,8 @@ pub(super) fn view(values: &[f32], cols: usize, transposed: bool) -> (*const f32
     }
 }
 
-/// `dst[m, n] = lhs[m, k] · rhs[k, n]` (+ `dst` if `accumulate`), operands given by [`view`].
+/// `dst[m, n] = lhs[m, k] · rhs[k, n]` (+ `dst` if `accumulate`), operands given by [`view`],
+/// split over rayon's threads when it is large enough to pay for them.
 fn product(
     dst: &mut [f32],
     m: usize,
@@ -72,36 +73,10 @@ fn product(
     rhs: (*const f32, isize, isize),
     accumulate: bool,
 ) {
-    assert_eq!(dst.len(), m * n, "product: destination of the wrong size");
     let threads = rayon::current_num_threads();
     let parallelism =
         if m * n * k >= 1 << 15 && threads > 1 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
-    // SAFETY: `dst` holds m×n contiguous values (checked above, row stride n, column stride
-    // 1); `lhs` and `rhs` come from `view` over slices the caller sized m×k and k×n, alive for
-    // this call; `dst` does not overlap them (a fresh buffer).
-    unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            dst.as_mut_ptr(),
-            1,
-            n as isize,
-            accumulate,
-            lhs.0,
-            lhs.1,
-            lhs.2,
-            rhs.0,
-            rhs.1,
-            rhs.2,
-            1.0,
-            1.0,
-            false,
-            false,
-            false,
-            parallelism,
-        )
-    }
+    multiply(dst, [m, n, k], lhs, rhs, 1.0, accumulate, parallelism);
 }
 
 /// `dst[m, n] = scale · lhs[m, k] · rhs[k, n]` (+ `dst` if `accumulate`) on this thread only,
@@ -117,8 +92,25 @@ pub(super) fn product_into(
     scale: f32,
     accumulate: bool,
 ) {
+    multiply(dst, [m, n, k], lhs, rhs, scale, accumulate, gemm::Parallelism::None);
+}
+
+/// The one call into `gemm`: `dst` row-major `[m, n]`, operands as `(pointer, column stride,
+/// row stride)`.
+fn multiply(
+    dst: &mut [f32],
+    [m, n, k]: [usize; 3],
+    lhs: (*const f32, isize, isize),
+    rhs: (*const f32, isize, isize),
+    scale: f32,
+    accumulate: bool,
+    parallelism: gemm::Parallelism,
+) {
     assert_eq!(dst.len(), m * n, "product: destination of the wrong size");
-    // SAFETY: as in `product`.
+    // SAFETY: `dst` holds m×n contiguous values (checked above, row stride n, column stride
+    // 1). `lhs` and `rhs` address m×k and k×n matrices inside buffers the callers keep alive
+    // and unchanged for this call (slices through `view`, or tensors held by attention's
+    // `Heads`), and `dst` is a fresh buffer that overlaps neither.
     unsafe {
         gemm::gemm(
             m,
@@ -139,7 +131,7 @@ pub(super) fn product_into(
             false,
             false,
             false,
-            gemm::Parallelism::None,
+            parallelism,
         )
     }
 }
