@@ -2,7 +2,7 @@
 //! `--data`): cross-entropy and perplexities; with `--dynamic`, the notes' dynamic evaluation
 //! beside the static score. Translation models: teacher-forced loss, then BLEU (cased and
 //! lowercased) and chrF of beam-search translations of the split. Human lines first; the last
-//! stdout line is one JSON object (`loss`, `ppl`, `ppl_word`, `bpc`; MT: `bleu`, `signature`).
+//! stdout line is one JSON object (`loss`, `ppl`, `ppl_word`, `bpc`, `bits_per_byte`; MT: `bleu`, `signature`).
 
 use std::path::PathBuf;
 
@@ -128,7 +128,7 @@ fn run_mt<B: burn::tensor::backend::Backend>(
     println!("BLEU = {:.2} ({})", s.bleu, s.signature);
     println!("BLEU = {:.2} ({})", s.bleu_lowercase, s.signature_lowercase);
     println!("chrF2 = {:.2} ({})", s.chrf, s.chrf_signature);
-    let out = json!({"split": report.split, "loss": report.loss, "ppl": report.loss.exp(), "ppl_word": null, "bpc": null,
+    let out = json!({"split": report.split, "loss": report.loss, "ppl": report.loss.exp(), "ppl_word": null, "bpc": null, "bits_per_byte": null,
                      "tokens": report.tokens, "bleu": s.bleu, "signature": s.signature,
                      "bleu_lowercase": s.bleu_lowercase, "signature_lowercase": s.signature_lowercase,
                      "chrf": s.chrf, "chrf_signature": s.chrf_signature, "beam": options.beam, "lenpen": options.lenpen});
@@ -138,16 +138,18 @@ fn run_mt<B: burn::tensor::backend::Backend>(
 
 fn print_lines(name: &str, r: &PerplexityReport) {
     println!(
-        "{name}: {:.4} nats/token ({:.4} bits), ppl {:.3}, ppl/word {}, bits/char {} over {} tokens",
+        "{name}: {:.4} nats/token ({:.4} bits), ppl {:.3}, ppl/word {}, bits/char {}, bits/byte {} over {} tokens",
         r.nats_per_token,
         r.bits_per_token,
         r.ppl,
         r.ppl_word.map_or("-".into(), |p| format!("{p:.3}")),
         r.bits_per_char.map_or("-".into(), |b| format!("{b:.4}")),
+        r.bits_per_byte.map_or("-".into(), |b| format!("{b:.4}")),
         r.tokens
     );
 }
 
 fn json_of(r: &PerplexityReport) -> serde_json::Value {
-    json!({"loss": r.nats_per_token, "ppl": r.ppl, "ppl_word": r.ppl_word, "bpc": r.bits_per_char, "tokens": r.tokens})
+    json!({"loss": r.nats_per_token, "ppl": r.ppl, "ppl_word": r.ppl_word, "bpc": r.bits_per_char,
+           "bits_per_byte": r.bits_per_byte, "tokens": r.tokens})
 }

@@ -16,6 +16,8 @@ pub enum TrainError {
     Data(#[from] DataError),
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
+    #[error(transparent)]
+    Codec(#[from] crate::data::codec::CodecError),
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
     #[error("{0} already holds a run: continue it with --resume, or choose another --run")]

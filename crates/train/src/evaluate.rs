@@ -52,7 +52,7 @@ pub fn eval_lm<B: AutodiffBackend>(
     let (stream, counts, min_context, name) = match data_file {
         Some(path) => {
             let text = read_text(path)?;
-            let ids = trained.vocab.encode(&text).map_err(|symbol| DataError::UnknownSymbol {
+            let ids = trained.codec.encode(&text).map_err(|symbol| DataError::UnknownSymbol {
                 path: path.to_path_buf(),
                 split: "--data",
                 symbol,

@@ -29,7 +29,7 @@ pub fn generate<B: Backend>(
     device: &B::Device,
 ) -> Result<String, TrainError> {
     let trained = load_lm::<B>(run, device)?;
-    let ids = trained.vocab.encode_prompt(prompt).map_err(|s| TrainError::Prompt(PromptError::UnknownSymbol(s)))?;
+    let ids = trained.codec.encode_prompt(prompt).map_err(|s| TrainError::Prompt(PromptError::UnknownSymbol(s)))?;
     if ids.is_empty() {
         return Err(TrainError::Prompt(PromptError::Empty));
     }
@@ -52,5 +52,5 @@ pub fn generate<B: Backend>(
     );
     let mut all = ids;
     all.extend(&sampled[0]);
-    Ok(trained.vocab.decode(&all))
+    Ok(trained.codec.decode(&all))
 }

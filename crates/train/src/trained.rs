@@ -1,5 +1,5 @@
 //! A trained language-model run, loaded back from its directory for `eval` and `generate`:
-//! `config.toml`, `vocab.json`, and the weights of `averaged/`, else `best/`, else the latest
+//! `config.toml`, `vocab.json` or `tokenizer.json`, and the weights of `averaged/`, else `best/`, else the latest
 //! checkpoint.
 
 use std::path::{Path, PathBuf};
@@ -9,13 +9,14 @@ use burn::tensor::backend::Backend;
 
 use crate::checkpoint::{self, CheckpointError};
 use crate::config::RunConfig;
-use crate::data::vocab::Vocab;
+use crate::data::codec::LmCodec;
 use crate::error::TrainError;
 
 /// A run's model with what is needed to read and write its text.
 pub struct TrainedLm<B: Backend> {
     pub config: RunConfig,
-    pub vocab: Vocab,
+    /// How its text becomes ids.
+    pub codec: LmCodec,
     pub model: DecoderOnly<B>,
     /// The directory the weights came from.
     pub weights: PathBuf,
@@ -40,14 +41,10 @@ pub fn load_lm<B: Backend>(run: &Path, device: &B::Device) -> Result<TrainedLm<B
     if config.model.arch == attend_model::Arch::Seq2seq {
         return Err(TrainError::NotLm);
     }
-    let path = run.join("vocab.json");
-    let text = std::fs::read_to_string(&path).map_err(|source| TrainError::Io { path: path.clone(), source })?;
-    let vocab: Vocab = serde_json::from_str(&text)
-        .map_err(|e| CheckpointError::Corrupt { path: path.clone(), message: e.to_string() })?;
-    let vocab = vocab.reindexed();
+    let codec = LmCodec::load(run)?;
     let weights = weights_dir(run)?;
     // Evaluation and generation never drop out (dropout is a module setting, not a weight).
     let model_config = attend_model::ModelConfig { dropout: 0.0, attention_dropout: 0.0, ..config.model.clone() };
-    let model = crate::average::load_model(&model_config, vocab.len(), &weights, device)?;
-    Ok(TrainedLm { config, vocab, model, weights })
+    let model = crate::average::load_model(&model_config, codec.len(), &weights, device)?;
+    Ok(TrainedLm { config, codec, model, weights })
 }

@@ -5,6 +5,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use super::codec::LmCodec;
 use super::markov::MarkovSpec;
 use super::synthetic::synthetic_lm;
 use super::vocab::Vocab;
@@ -16,7 +17,8 @@ pub struct LmData {
     pub train: Vec<u32>,
     pub valid: Vec<u32>,
     pub test: Vec<u32>,
-    pub vocab: Vocab,
+    /// Characters, words or BPE (`data.tokenizer`).
+    pub codec: LmCodec,
     /// Generated data: the source's entropy rate (nats per token), the floor of the loss.
     pub entropy_rate: Option<f64>,
     /// Generated data: positions with fewer tokens of context than this are left out of the
@@ -46,8 +48,8 @@ pub enum DataError {
         "{0}: no test split: this dataset is one file split 90/10 into train and valid (as nanoGPT); use --split valid"
     )]
     NoTest(String),
-    #[error("data.tokenizer = \"bpe\" is not supported for language modeling yet; use char or word")]
-    BpeLm,
+    #[error("data.vocab_size = {0}: a BPE vocabulary needs at least 256 symbols (one per byte), e.g. 512")]
+    BpeVocab(usize),
     #[error("{} and {} are not line-aligned: {} and {} lines", sources.display(), targets.display(), lines.0, lines.1)]
     Unaligned { sources: PathBuf, targets: PathBuf, lines: (usize, usize) },
     #[error("data.tokenizer: {0}")]
@@ -86,6 +88,7 @@ fn data_file(dir: &Path, name: &str) -> PathBuf {
 /// Loads the language-modeling dataset that `config` names.
 pub fn load_lm(config: &DataConfig, data_dir: &Path) -> Result<LmData, DataError> {
     match config.dataset.as_str() {
+        "synthetic-lm" if config.tokenizer == TokenizerKind::Bpe => generated_as_text(config),
         "synthetic-lm" => Ok(generated(config)),
         "tiny-shakespeare" => split_file(config, &data_file(&data_dir.join("tinyshakespeare"), "input.txt")),
         "ptb" => {
@@ -101,7 +104,8 @@ pub fn load_lm(config: &DataConfig, data_dir: &Path) -> Result<LmData, DataError
     }
 }
 
-fn generated(config: &DataConfig) -> LmData {
+/// The seeded Markov source's splits and its word vocabulary.
+fn generated_words(config: &DataConfig) -> (super::synthetic::SyntheticLm, Vocab, MarkovSpec) {
     let spec = MarkovSpec {
         vocab: config.synthetic_vocab,
         order: config.synthetic_order,
@@ -110,6 +114,11 @@ fn generated(config: &DataConfig) -> LmData {
     };
     let data = synthetic_lm(spec, config.seed, config.synthetic_size);
     let vocab = Vocab::from_symbols("word", data.source.words().to_vec());
+    (data, vocab, spec)
+}
+
+fn generated(config: &DataConfig) -> LmData {
+    let (data, vocab, spec) = generated_words(config);
     let count = |ids: &[u32]| {
         let chars: u64 = ids.iter().map(|&w| vocab.symbols[w as usize].len() as u64 + 1).sum();
         TextCounts { words: ids.len() as u64, chars, bytes: chars }
@@ -121,10 +130,19 @@ fn generated(config: &DataConfig) -> LmData {
         train: data.splits.train,
         valid: data.splits.valid,
         test: data.splits.test,
-        vocab,
+        codec: LmCodec::Symbols(vocab),
         counts,
         has_test: true,
     }
+}
+
+/// Generated words rendered as text (words separated by spaces) for a BPE model: the
+/// source's entropy rate is per word, so it is not reported beside a per-token loss.
+fn generated_as_text(config: &DataConfig) -> Result<LmData, DataError> {
+    let (data, vocab, _) = generated_words(config);
+    let texts = [&data.splits.train, &data.splits.valid, &data.splits.test].map(|ids| vocab.decode(ids));
+    let origin = PathBuf::from(format!("synthetic-lm (seed {})", config.seed));
+    from_texts_with(config, &texts, &[origin.clone(), origin.clone(), origin], None)
 }
 
 /// One file split as nanoGPT does: the first 90% of characters train, the rest validate
@@ -157,15 +175,16 @@ fn from_texts_with(
             return Err(DataError::Empty { path: path.clone(), split });
         }
     }
-    let vocab = match config.tokenizer {
-        TokenizerKind::Char => Vocab::chars(vocab_text.unwrap_or(&texts[0])),
-        TokenizerKind::Word => Vocab::words(&texts[0], config.vocab_size),
-        TokenizerKind::Bpe => return Err(DataError::BpeLm),
+    let codec = match config.tokenizer {
+        TokenizerKind::Char => LmCodec::Symbols(Vocab::chars(vocab_text.unwrap_or(&texts[0]))),
+        TokenizerKind::Word => LmCodec::Symbols(Vocab::words(&texts[0], config.vocab_size)),
+        TokenizerKind::Bpe if config.vocab_size < 256 => return Err(DataError::BpeVocab(config.vocab_size)),
+        TokenizerKind::Bpe => LmCodec::train_bpe(&texts[0], config.vocab_size).map_err(DataError::Tokenizer)?,
     };
     let mut streams = Vec::with_capacity(3);
     for ((text, path), split) in texts.iter().zip(paths).zip(SPLITS) {
         let ids =
-            vocab.encode(text).map_err(|symbol| DataError::UnknownSymbol { path: path.clone(), split, symbol })?;
+            codec.encode(text).map_err(|symbol| DataError::UnknownSymbol { path: path.clone(), split, symbol })?;
         streams.push(ids);
     }
     let test = streams.pop().expect("three splits");
@@ -175,7 +194,7 @@ fn from_texts_with(
         train,
         valid,
         test,
-        vocab,
+        codec,
         entropy_rate: None,
         min_context: 0,
         counts: [0, 1, 2].map(|i| text_counts(&texts[i], config.tokenizer)),

@@ -1,5 +1,6 @@
 //! Data: generated and named datasets, vocabularies, and batching.
 
+pub mod codec;
 pub mod fetch;
 pub mod lm_batches;
 pub mod lm_dataset;

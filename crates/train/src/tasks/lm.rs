@@ -110,25 +110,25 @@ impl<B: AutodiffBackend> Task<B> for LmTask<'_> {
     type Valid = LmValid;
 
     fn vocab_size(&self) -> usize {
-        self.data.vocab.len()
+        self.data.codec.len()
     }
 
     fn init(&self, device: &B::Device) -> DecoderOnly<B> {
         self.config
             .model
-            .init_decoder_only(self.data.vocab.len(), device)
+            .init_decoder_only(self.data.codec.len(), device)
             .expect("a language model: checked in LmTask::new")
     }
 
     fn init_inner(&self, device: &B::Device) -> DecoderOnly<B::InnerBackend> {
         self.config
             .model
-            .init_decoder_only(self.data.vocab.len(), device)
+            .init_decoder_only(self.data.codec.len(), device)
             .expect("a language model: checked in LmTask::new")
     }
 
     fn write_vocab(&self, run: &Path) -> std::io::Result<()> {
-        std::fs::write(run.join("vocab.json"), serde_json::to_string(&self.data.vocab).expect("vocab serializes"))
+        self.data.codec.save(run)
     }
 
     fn train_loss(&mut self, model: &DecoderOnly<B>, state: &mut TrainState, device: &B::Device) -> Losses<B> {
@@ -178,6 +178,6 @@ impl<B: AutodiffBackend> Task<B> for LmTask<'_> {
         let out = sample(&inner, inner.empty_cache(), x, &options);
         let mut ids = vec![first];
         ids.extend(&out[0]);
-        self.data.vocab.decode(&ids)
+        self.data.codec.decode(&ids)
     }
 }

@@ -1,4 +1,5 @@
-//! Helpers shared by the training tests.
+//! Helpers shared by the training tests (each test binary uses some of them).
+#![allow(dead_code)]
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
