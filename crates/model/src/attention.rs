@@ -2,7 +2,9 @@
 //!
 //! `Attention(Q, K, V) = softmax(QKᵀ/√d_k) V` (eq. 1), row-wise softmax;
 //! `MultiHead(Q, K, V) = Concat(head₁..head_h) Wᴼ`, `headᵢ = Attention(QWᵢ^Q, KWᵢ^K, VWᵢ^V)`,
-//! `d_k = d_v = d_model/h`.
+//! `d_k = d_v = d_model/h` unless `model.d_k`, `model.d_v` set them apart (Table 3 rows A, B);
+//! the `1/√d_k` scale can be turned off (`model.attention_scale`) to show what it is for.
+//! Optional LoRA adapters ([`crate::lora`]) sit beside the projections.
 
 use burn::module::Module;
 use burn::nn::{Dropout, DropoutConfig, Linear};
@@ -12,6 +14,7 @@ use crate::cache::KeyValue;
 use crate::config::ModelConfig;
 use crate::fused::{attention, softmax_last};
 use crate::init::{linear, Role};
+use crate::lora::{AttentionAdapters, Lora};
 use crate::mask::MASKED_SCORE;
 use crate::positionwise::positionwise;
 
@@ -32,9 +35,22 @@ pub fn scaled_dot_product_attention<B: Backend>(
     mask: Option<Tensor<B, 4, Bool>>,
     dropout: &Dropout,
 ) -> (Tensor<B, 4>, Tensor<B, 4>) {
-    let [batch, heads, queries, d_k] = q.dims();
+    let scale = 1.0 / (q.dims()[3] as f64).sqrt();
+    attention_with_scale(q, k, v, mask, dropout, scale)
+}
+
+/// `softmax(s·QKᵀ + mask) V` with dropout on the weights: [`scaled_dot_product_attention`]
+/// with the scale `s` given (1 turns the paper's `1/√d_k` off). Shapes as there.
+pub fn attention_with_scale<B: Backend>(
+    q: Tensor<B, 4>,
+    k: Tensor<B, 4>,
+    v: Tensor<B, 4>,
+    mask: Option<Tensor<B, 4, Bool>>,
+    dropout: &Dropout,
+    scale: f64,
+) -> (Tensor<B, 4>, Tensor<B, 4>) {
+    let [batch, heads, queries, _] = q.dims();
     let keys = k.dims()[2];
-    let scale = 1.0 / (d_k as f64).sqrt();
     if dropout.prob == 0.0 {
         // One fused operation (crate::fused::attention); the weights it returns are not
         // differentiable, which no caller needs (they are for heat maps).
@@ -63,31 +79,67 @@ pub struct AttentionOutput<B: Backend> {
 /// Multi-head attention with its four projections `W^Q, W^K, W^V, Wᴼ`.
 #[derive(Module, Debug)]
 pub struct MultiHeadAttention<B: Backend> {
-    /// `W^Q` for all heads, `d_model → d_model`.
+    /// `W^Q` for all heads, `d_model → h·d_k`.
     pub query: Linear<B>,
-    /// `W^K` for all heads.
+    /// `W^K` for all heads, `d_model → h·d_k`.
     pub key: Linear<B>,
-    /// `W^V` for all heads.
+    /// `W^V` for all heads, `d_model → h·d_v`.
     pub value: Linear<B>,
-    /// `Wᴼ`, applied to the concatenated heads.
+    /// `Wᴼ`, applied to the concatenated heads, `h·d_v → d_model`.
     pub output: Linear<B>,
+    /// LoRA adapters beside the projections (`model.lora_rank` > 0).
+    pub adapters: Option<AttentionAdapters<B>>,
     /// Dropout on the attention weights (`attention_dropout`).
     pub dropout: Dropout,
     /// Number of heads `h`.
     pub n_heads: usize,
+    /// Whether scores are divided by `√d_k` (`model.attention_scale`).
+    pub scaled: bool,
 }
 
 impl<B: Backend> MultiHeadAttention<B> {
-    /// Builds the layer for `config` (its `d_model`, `n_heads`, `bias`, `init`).
+    /// Builds the layer for `config` (its `d_model`, `n_heads`, `d_k`, `d_v`, `bias`, `init`,
+    /// `attention_scale` and `lora_*`).
     pub fn new(config: &ModelConfig, device: &B::Device) -> Self {
-        let d = config.d_model;
+        let (d, h) = (config.d_model, config.n_heads);
+        let (qk, v) = (h * config.d_k(), h * config.d_v());
+        let adapters = (config.lora_rank > 0).then(|| {
+            let adapter = |name: &str, d_in: usize, d_out: usize| {
+                config
+                    .lora_targets
+                    .iter()
+                    .any(|t| t == name)
+                    .then(|| Lora::new(d_in, d_out, config.lora_rank, config.lora_alpha, device))
+            };
+            AttentionAdapters {
+                query: adapter("query", d, qk),
+                key: adapter("key", d, qk),
+                value: adapter("value", d, v),
+                output: adapter("output", v, d),
+            }
+        });
         Self {
-            query: linear(d, d, config, Role::Plain, device),
-            key: linear(d, d, config, Role::Plain, device),
-            value: linear(d, d, config, Role::Plain, device),
-            output: linear(d, d, config, Role::ResidualOutput, device),
+            query: linear(d, qk, config, Role::Plain, device),
+            key: linear(d, qk, config, Role::Plain, device),
+            value: linear(d, v, config, Role::Plain, device),
+            output: linear(v, d, config, Role::ResidualOutput, device),
+            adapters,
             dropout: DropoutConfig::new(config.attention_dropout).init(),
-            n_heads: config.n_heads,
+            n_heads: h,
+            scaled: config.attention_scale,
+        }
+    }
+
+    /// `x W` (+ its adapter's `(α/r)·x a b`) for every position of `x`.
+    fn project(
+        &self,
+        layer: &Linear<B>,
+        adapter: impl Fn(&AttentionAdapters<B>) -> &Option<Lora<B>>,
+        x: Tensor<B, 3>,
+    ) -> Tensor<B, 3> {
+        match self.adapters.as_ref().and_then(|a| adapter(a).as_ref()) {
+            Some(lora) => positionwise(layer, x.clone()) + lora.delta_positionwise(x),
+            None => positionwise(layer, x),
         }
     }
 
@@ -115,8 +167,8 @@ impl<B: Backend> MultiHeadAttention<B> {
     /// - output: `[batch, heads, keys, d_k]` each
     pub fn keys_values(&self, x: Tensor<B, 3>) -> KeyValue<B> {
         KeyValue {
-            keys: self.split_heads(positionwise(&self.key, x.clone())),
-            values: self.split_heads(positionwise(&self.value, x)),
+            keys: self.split_heads(self.project(&self.key, |a| &a.key, x.clone())),
+            values: self.split_heads(self.project(&self.value, |a| &a.value, x)),
         }
     }
 
@@ -133,19 +185,20 @@ impl<B: Backend> MultiHeadAttention<B> {
         kv: &KeyValue<B>,
         mask: Option<Tensor<B, 4, Bool>>,
     ) -> AttentionOutput<B> {
-        let q = self.split_heads(positionwise(&self.query, x_query));
+        let q = self.split_heads(self.project(&self.query, |a| &a.query, x_query));
+        let scale = if self.scaled { 1.0 / (q.dims()[3] as f64).sqrt() } else { 1.0 };
         let (context, weights) =
-            scaled_dot_product_attention(q, kv.keys.clone(), kv.values.clone(), mask, &self.dropout);
-        let [batch, heads, queries, d_k] = context.dims();
-        // Concat(head₁..head_h): [batch, heads, queries, d_k] → [batch, queries, heads·d_k].
-        let concat = context.swap_dims(1, 2).reshape([batch, queries, heads * d_k]);
-        AttentionOutput { context: positionwise(&self.output, concat), weights }
+            attention_with_scale(q, kv.keys.clone(), kv.values.clone(), mask, &self.dropout, scale);
+        let [batch, heads, queries, d_v] = context.dims();
+        // Concat(head₁..head_h): [batch, heads, queries, d_v] → [batch, queries, heads·d_v].
+        let concat = context.swap_dims(1, 2).reshape([batch, queries, heads * d_v]);
+        AttentionOutput { context: self.project(&self.output, |a| &a.output, concat), weights }
     }
 
-    /// `[batch, len, d_model]` → `[batch, heads, len, d_k]`.
+    /// `[batch, len, heads·width]` → `[batch, heads, len, width]`.
     fn split_heads(&self, x: Tensor<B, 3>) -> Tensor<B, 4> {
-        let [batch, len, d_model] = x.dims();
-        x.reshape([batch, len, self.n_heads, d_model / self.n_heads]).swap_dims(1, 2)
+        let [batch, len, all] = x.dims();
+        x.reshape([batch, len, self.n_heads, all / self.n_heads]).swap_dims(1, 2)
     }
 }
 

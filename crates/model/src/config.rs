@@ -117,88 +117,47 @@ pub struct ModelConfig {
     /// Longest sequence the model is built for: the learned position table's length, and the
     /// context length used for FLOPs per token. Default 512 (our choice; the paper is silent).
     pub block_size: usize,
-}
-
-impl Default for ModelConfig {
-    fn default() -> Self {
-        Self::base()
-    }
+    /// Width of each head's queries and keys, `d_k`. Default 0: `d_model / n_heads` (the
+    /// paper). Set apart for Table 3 rows A and B; with `d_k` and `d_v` both set, `n_heads`
+    /// need not divide `d_model`.
+    pub d_k: usize,
+    /// Width of each head's values, `d_v`. Default 0: `d_model / n_heads`.
+    pub d_v: usize,
+    /// Divide the scores by `√d_k` (eq. 1). Default true; false shows why the paper scales
+    /// (section 3.2.1: large dot products push the softmax into regions of tiny gradients).
+    pub attention_scale: bool,
+    /// Rank `r` of the LoRA adapters beside the `lora_targets` projections of every attention
+    /// layer ([`crate::lora`]); 0 (default) adds none. With adapters, only they train.
+    pub lora_rank: usize,
+    /// LoRA `α`: an adapter adds `(α/r)·BAx`. Default 8 (PEFT's default).
+    pub lora_alpha: f64,
+    /// The attention projections that get adapters: any of `query`, `key`, `value`,
+    /// `output`. Default all four.
+    pub lora_targets: Vec<String>,
 }
 
 impl ModelConfig {
-    /// The paper's base model (Table 3): N=6, d_model=512, d_ff=2048, h=8, P_drop=0.1,
-    /// post-norm, sinusoidal positions, ReLU, shared and tied embeddings scaled by √d_model.
-    pub fn base() -> Self {
-        Self {
-            arch: Arch::Seq2seq,
-            d_model: 512,
-            n_heads: 8,
-            n_layers: 6,
-            d_ff: 2048,
-            dropout: 0.1,
-            attention_dropout: 0.0,
-            norm: NormPosition::Post,
-            norm_eps: 1e-5,
-            positions: Positions::Sinusoidal,
-            activation: Activation::Relu,
-            bias: true,
-            tie_embeddings: true,
-            share_embeddings: true,
-            scale_embeddings: true,
-            init: Init::Xavier,
-            block_size: 512,
-        }
-    }
-
-    /// The paper's big model (Table 3): d_model=1024, d_ff=4096, h=16, P_drop=0.3 (EN-DE).
-    pub fn big() -> Self {
-        Self { d_model: 1024, n_heads: 16, d_ff: 4096, dropout: 0.3, ..Self::base() }
-    }
-
-    /// The one-layer model of the lecture notes: a single head, no residual, no LayerNorm,
-    /// `O = ReLU(ReLU(hW₁)W₂)`, `Õ = OEᵀ`; no biases, no embedding scaling, no dropout.
-    pub fn notes() -> Self {
-        Self {
-            arch: Arch::Notes,
-            d_model: 64,
-            n_heads: 1,
-            n_layers: 1,
-            d_ff: 256,
-            dropout: 0.0,
-            bias: false,
-            scale_embeddings: false,
-            init: Init::Gpt2,
-            block_size: 128,
-            ..Self::base()
-        }
-    }
-
-    /// nanoGPT's CPU configuration for tiny Shakespeare (`n_layer=4, n_head=4, n_embd=128,
-    /// block_size=64, bias=False, dropout=0.0`): pre-norm, learned positions, final LayerNorm,
-    /// tied weights, GELU, GPT-2 initialization.
-    pub fn nanogpt_cpu() -> Self {
-        Self {
-            arch: Arch::Lm,
-            d_model: 128,
-            n_heads: 4,
-            n_layers: 4,
-            d_ff: 4 * 128,
-            dropout: 0.0,
-            norm: NormPosition::Pre,
-            positions: Positions::Learned,
-            activation: Activation::Gelu,
-            bias: false,
-            tie_embeddings: true,
-            scale_embeddings: false,
-            init: Init::Gpt2,
-            block_size: 64,
-            ..Self::base()
-        }
-    }
-
-    /// `d_k = d_v = d_model / n_heads`.
+    /// `d_model / n_heads`, the paper's `d_k = d_v`.
     pub fn d_head(&self) -> usize {
         self.d_model / self.n_heads
+    }
+
+    /// Each head's query and key width: `model.d_k`, else `d_model / n_heads`.
+    pub fn d_k(&self) -> usize {
+        if self.d_k > 0 {
+            self.d_k
+        } else {
+            self.d_head()
+        }
+    }
+
+    /// Each head's value width: `model.d_v`, else `d_model / n_heads`.
+    pub fn d_v(&self) -> usize {
+        if self.d_v > 0 {
+            self.d_v
+        } else {
+            self.d_head()
+        }
     }
 
     /// Checks every field and the combinations, naming the offending key.
@@ -210,7 +169,7 @@ impl ModelConfig {
         positive("model.block_size", self.block_size)?;
         probability("model.dropout", self.dropout)?;
         probability("model.attention_dropout", self.attention_dropout)?;
-        if !self.d_model.is_multiple_of(self.n_heads) {
+        if (self.d_k == 0 || self.d_v == 0) && !self.d_model.is_multiple_of(self.n_heads) {
             return Err(ConfigError::HeadsDoNotDivide { n_heads: self.n_heads, d_model: self.d_model });
         }
         if !(self.norm_eps > 0.0 && self.norm_eps.is_finite()) {
@@ -220,7 +179,19 @@ impl ModelConfig {
                 expected: "a positive finite number",
             });
         }
+        self.validate_lora()?;
         if self.arch == Arch::Notes {
+            let own =
+                [("model.d_k", self.d_k > 0), ("model.d_v", self.d_v > 0), ("model.lora_rank", self.lora_rank > 0)];
+            for (key, set) in own.into_iter().chain([("model.attention_scale", !self.attention_scale)]) {
+                if set {
+                    return Err(ConfigError::Invalid {
+                        key,
+                        value: "set".into(),
+                        expected: "its default for arch = \"notes\" (the notes' model has one head of width d_model, scaled, no adapters)",
+                    });
+                }
+            }
             for (key, value) in [("model.n_heads", self.n_heads), ("model.n_layers", self.n_layers)] {
                 if value != 1 {
                     return Err(ConfigError::Invalid {
@@ -237,6 +208,31 @@ impl ModelConfig {
                     expected: "true for arch = \"notes\" (its output is Õ = OEᵀ)",
                 });
             }
+        }
+        Ok(())
+    }
+
+    /// The LoRA keys: `lora_alpha` positive, `lora_targets` known, distinct and not empty.
+    fn validate_lora(&self) -> Result<(), ConfigError> {
+        if self.lora_rank == 0 {
+            return Ok(());
+        }
+        if !(self.lora_alpha > 0.0 && self.lora_alpha.is_finite()) {
+            return Err(ConfigError::Invalid {
+                key: "model.lora_alpha",
+                value: self.lora_alpha.to_string(),
+                expected: "a positive number",
+            });
+        }
+        let targets = &self.lora_targets;
+        let known = targets.iter().all(|t| crate::lora::LORA_TARGETS.contains(&t.as_str()));
+        let distinct = (1..targets.len()).all(|i| !targets[..i].contains(&targets[i]));
+        if targets.is_empty() || !known || !distinct {
+            return Err(ConfigError::Invalid {
+                key: "model.lora_targets",
+                value: format!("{targets:?}"),
+                expected: "a non-empty list of distinct projections among \"query\", \"key\", \"value\", \"output\"",
+            });
         }
         Ok(())
     }
@@ -280,8 +276,8 @@ pub enum ConfigError {
         /// The rejected value.
         value: f64,
     },
-    /// `d_model` is not a multiple of `n_heads`.
-    #[error("model.n_heads = {n_heads} must divide model.d_model = {d_model}")]
+    /// `d_model` is not a multiple of `n_heads` (and `d_k`, `d_v` are not both set).
+    #[error("model.n_heads = {n_heads} must divide model.d_model = {d_model} (or set model.d_k and model.d_v)")]
     HeadsDoNotDivide {
         /// The number of heads.
         n_heads: usize,
@@ -315,7 +311,13 @@ mod tests {
     fn heads_must_divide_width_and_the_error_names_both_keys() {
         let config = ModelConfig { d_model: 100, n_heads: 3, ..ModelConfig::base() };
         let err = config.validate().unwrap_err();
-        assert_eq!(err.to_string(), "model.n_heads = 3 must divide model.d_model = 100");
+        assert_eq!(
+            err.to_string(),
+            "model.n_heads = 3 must divide model.d_model = 100 (or set model.d_k and model.d_v)"
+        );
+        let apart = ModelConfig { d_k: 16, d_v: 20, ..config };
+        assert_eq!(apart.validate(), Ok(()));
+        assert_eq!((apart.d_k(), apart.d_v()), (16, 20));
     }
 
     #[test]

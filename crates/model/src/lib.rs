@@ -44,12 +44,14 @@ pub mod fused;
 pub mod gelu;
 pub mod init;
 pub mod lm;
+pub mod lora;
 pub mod mask;
 pub mod norm;
 pub mod notes;
 pub mod params;
 pub mod positions;
 pub mod positionwise;
+pub mod presets;
 pub mod seq2seq;
 pub mod sublayer;
 

@@ -183,6 +183,64 @@ mod tests {
         };
         let model = config.init_lm::<TestBackend>(11, &device);
         assert_eq!(model.num_params() as u64, count(&config, 11).params);
+        // Heads of their own widths (Table 3 rows A, B; 3 heads do not divide 16), and LoRA
+        // adapters on two projections: r·(d_in + d_out) each, per layer.
+        let apart = ModelConfig { n_heads: 3, d_k: 5, d_v: 7, ..config.clone() };
+        let model = apart.init_lm::<TestBackend>(11, &device);
+        assert_eq!(model.num_params() as u64, count(&apart, 11).params);
+        assert_eq!(model.forward(tokens(&[1, 2, 3, 4], 2, &device)).dims(), [2, 2, 11]);
+        let targets = vec!["query".to_string(), "output".to_string()];
+        let lora = ModelConfig { lora_rank: 2, lora_targets: targets, ..apart.clone() };
+        let adapters = 2 * (2 * (16 + 15) + 2 * (21 + 16));
+        assert_eq!(count(&lora, 11).params, count(&apart, 11).params + adapters);
+        assert_eq!(lora.init_lm::<TestBackend>(11, &device).num_params() as u64, count(&lora, 11).params);
+    }
+
+    /// `B = 0` at the start: a model with fresh adapters computes exactly what the same
+    /// weights compute without them.
+    #[test]
+    fn a_lora_model_at_initialization_equals_its_base_model_exactly() {
+        let device = Default::default();
+        let config = ModelConfig {
+            arch: Arch::Lm,
+            d_model: 16,
+            n_heads: 2,
+            n_layers: 2,
+            d_ff: 24,
+            dropout: 0.0,
+            lora_rank: 4,
+            ..ModelConfig::base()
+        };
+        let lora = config.init_lm::<TestBackend>(11, &device);
+        assert!(lora.layers.iter().all(|l| l.self_attention.adapters.is_some()));
+        let mut base = lora.clone();
+        for layer in &mut base.layers {
+            layer.self_attention.adapters = None;
+        }
+        let x = tokens(&[1, 2, 3, 4, 5, 6, 7, 8], 2, &device);
+        assert_eq!(lora.forward(x.clone()).into_data(), base.forward(x).into_data());
+    }
+
+    /// Without `1/√d_k` the scores are `√d_k` times larger: the output changes.
+    #[test]
+    fn turning_the_attention_scale_off_changes_the_output() {
+        let device = Default::default();
+        let config = ModelConfig {
+            arch: Arch::Lm,
+            d_model: 16,
+            n_heads: 2,
+            n_layers: 1,
+            d_ff: 24,
+            dropout: 0.0,
+            ..ModelConfig::base()
+        };
+        let scaled = config.init_lm::<TestBackend>(11, &device);
+        let mut unscaled = scaled.clone();
+        unscaled.layers[0].self_attention.scaled = false;
+        let x = tokens(&[1, 2, 3, 4, 5, 6, 7, 8], 2, &device);
+        let (a, b) = (scaled.forward(x.clone()).into_data(), unscaled.forward(x).into_data());
+        let diff = a.iter::<f32>().zip(b.iter::<f32>()).map(|(p, q)| (p - q).abs()).fold(0.0, f32::max);
+        assert!(diff > 1e-3, "{diff}");
     }
 
     /// The tied matrix is one parameter: its gradient is the sum of the gradients that the

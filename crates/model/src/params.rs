@@ -33,7 +33,18 @@ pub fn count(config: &ModelConfig, vocab_size: usize) -> ParamReport {
 
     let linear = |i: u64, o: u64| i * o + if bias { o } else { 0 };
     let layer_norm = d + if bias { d } else { 0 };
-    let attention = 4 * linear(d, d);
+    // Query and key width h·d_k, value width h·d_v (d_model each by default).
+    let (qk, hv) = ((config.n_heads * config.d_k()) as u64, (config.n_heads * config.d_v()) as u64);
+    let r = config.lora_rank as u64;
+    let adapter = |name: &str, i: u64, o: u64| {
+        if r > 0 && config.lora_targets.iter().any(|t| t == name) {
+            r * (i + o)
+        } else {
+            0
+        }
+    };
+    let adapters = adapter("query", d, qk) + adapter("key", d, qk) + adapter("value", d, hv) + adapter("output", hv, d);
+    let attention = 2 * linear(d, qk) + linear(d, hv) + linear(hv, d) + adapters;
     let ffn = linear(d, f) + linear(f, d);
     let encoder_layer = attention + ffn + 2 * layer_norm;
     let decoder_layer = 2 * attention + ffn + 3 * layer_norm;
@@ -43,8 +54,9 @@ pub fn count(config: &ModelConfig, vocab_size: usize) -> ParamReport {
     let output = if config.tie_embeddings { 0 } else { v * d };
 
     // Matrix-product FLOPs per token.
-    let attention_scores = 2 * 2 * ctx * d; // QKᵀ and AV
-    let self_attention_flops = 2 * 4 * d * d + attention_scores;
+    let attention_scores = 2 * ctx * (qk + hv); // QKᵀ and AV
+    let projections = 2 * (2 * d * qk + 2 * d * hv);
+    let self_attention_flops = projections + attention_scores;
     let ffn_flops = 2 * 2 * d * f;
     let output_flops = 2 * d * v;
 
@@ -62,7 +74,7 @@ pub fn count(config: &ModelConfig, vocab_size: usize) -> ParamReport {
                 + 2 * final_norm
                 + output;
             // Cross-attention: Q and Wᴼ per target token, K and V per source token.
-            let cross_attention_flops = 2 * 4 * d * d + attention_scores;
+            let cross_attention_flops = projections + attention_scores;
             let encoder = n * (self_attention_flops + ffn_flops);
             let decoder = n * (self_attention_flops + cross_attention_flops + ffn_flops);
             (params, encoder + decoder + output_flops)
@@ -70,7 +82,7 @@ pub fn count(config: &ModelConfig, vocab_size: usize) -> ParamReport {
         Arch::Notes => {
             let attention = 3 * linear(d, d);
             let params = embedding + positions + attention + linear(d, f) + linear(f, d);
-            let flops = 2 * 3 * d * d + attention_scores + ffn_flops + output_flops;
+            let flops = 2 * 3 * d * d + 2 * 2 * ctx * d + ffn_flops + output_flops;
             (params, flops)
         }
     };
