@@ -127,6 +127,12 @@ fn print_summary<V>(s: &Summary<V>, run_dir: &Path, tokens: &str, valid: fn(&V, 
     println!("run            {}", run_dir.display());
     println!("steps          {} ({} {tokens}, {:.1} s)", s.step, s.tokens, s.wall_s);
     println!("parameters     {}", s.params);
+    if s.trainable_params != s.total_params {
+        println!(
+            "trainable      {} of {} (frozen: train.freeze, or all but LoRA adapters)",
+            s.trainable_params, s.total_params
+        );
+    }
     println!("training cost  {:.3e} FLOPs (3 x forward FLOPs per token x tokens)", s.train_flops);
     match &s.valid {
         Some(v) => valid(v, s.sample.as_deref()),

@@ -32,6 +32,10 @@ pub enum TrainError {
     Prompt(#[from] PromptError),
     #[error("model.arch = \"seq2seq\" is a translation model; this command needs a language model (arch = \"lm\" or \"notes\")")]
     NotLm,
+    #[error("train.init_from = {}: {message}", run.display())]
+    InitFrom { run: PathBuf, message: String },
+    #[error("train.freeze: {0}")]
+    Freeze(String),
     #[error("{0} holds a language model (model.arch = \"lm\" or \"notes\"); translation needs an encoder-decoder run (arch = \"seq2seq\")")]
     NotMt(PathBuf),
 }

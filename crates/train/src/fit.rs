@@ -19,9 +19,11 @@ use burn::tensor::{ElementConversion, Tensor};
 use serde_json::{json, Map, Value};
 
 use crate::average::{average_checkpoints, load_weights, write_averaged};
+use crate::base_run::{start_from, BaseRun};
 use crate::checkpoint::{self, TrainState};
 use crate::config::RunConfig;
 use crate::error::{io_err, TrainError};
+use crate::finetune::{freeze, param_counts};
 use crate::metrics_log::MetricsLog;
 use crate::optimizer::{clip_global_norm, Optim};
 use crate::rng::Rng;
@@ -47,7 +49,17 @@ pub fn fit<B: AutodiffBackend, T: Task<B>>(
 
     // 1. A fresh run, or the state of the last checkpoint.
     B::seed(device, t.seed);
-    let model = task.init(device);
+    let mut model = task.init(device);
+    if !opts.resume {
+        if let Some(base) = BaseRun::of(config)? {
+            model = start_from(&task, &base, config, model, device)?;
+            observer.note(&format!("initialized from {}", base.weights.display()));
+        }
+    }
+    // Frozen parameters (and, with LoRA adapters, all but the adapters) get no gradients.
+    // Loading a checkpoint keeps this setting, so it is made before `start` either way.
+    let model = freeze(model, &t.freeze, config.model.lora_rank > 0).map_err(TrainError::Freeze)?;
+    let (trainable_params, total_params) = param_counts(&model);
     let (mut model, mut optim, mut state) =
         run::start(config, opts, model, Optim::new(t), &log, device, observer, |dir| task.write_vocab(dir))?;
     let summary =
@@ -56,6 +68,8 @@ pub fn fit<B: AutodiffBackend, T: Task<B>>(
             wall_s: state.wall_s,
             tokens: state.tokens,
             params: report.params,
+            trainable_params,
+            total_params,
             train_flops: 3.0 * report.flops_per_token as f64 * state.tokens as f64,
             valid,
             sample,
@@ -177,7 +191,8 @@ pub fn fit<B: AutodiffBackend, T: Task<B>>(
     if let (false, Some(valid), Some(sample)) = (interrupted, &result.valid, &result.sample) {
         let mut event = json!({"event": "summary", "step": state.step, "valid_loss": valid.loss(),
                                "valid_ppl": valid.loss().exp(), "wall_s": state.wall_s,
-                               "tokens": state.tokens, "train_flops": result.train_flops});
+                               "tokens": state.tokens, "train_flops": result.train_flops,
+                               "trainable_params": trainable_params, "total_params": total_params});
         event.as_object_mut().expect("an object").extend(valid.summary_fields());
         append(event)?;
         let path = run.join("samples.txt");

@@ -8,11 +8,13 @@
 
 pub mod asgd;
 pub mod average;
+pub mod base_run;
 pub mod checkpoint;
 pub mod config;
 pub mod data;
 pub mod error;
 pub mod evaluate;
+pub mod finetune;
 pub mod fit;
 pub mod generate;
 pub mod lm_eval;

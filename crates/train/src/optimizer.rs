@@ -152,8 +152,12 @@ struct DecayMatrices {
 impl<B: AutodiffBackend> ModuleMapper<B> for DecayMatrices {
     fn map_float<const D: usize>(&mut self, param: Param<Tensor<B, D>>) -> Param<Tensor<B, D>> {
         let (id, tensor, mapper) = param.consume();
-        let tensor =
-            if D >= 2 { Tensor::from_inner(tensor.inner().mul_scalar(self.factor)).require_grad() } else { tensor };
+        // Frozen parameters (no gradient) are not decayed either.
+        let tensor = if D >= 2 && tensor.is_require_grad() {
+            Tensor::from_inner(tensor.inner().mul_scalar(self.factor)).require_grad()
+        } else {
+            tensor
+        };
         Param::from_mapped_value(id, tensor, mapper)
     }
 }

@@ -40,6 +40,10 @@ pub struct Summary<V> {
     /// Training tokens processed (target tokens for translation).
     pub tokens: u64,
     pub params: u64,
+    /// Parameters the optimizer updates (all but frozen ones; with LoRA, the adapters').
+    pub trainable_params: u64,
+    /// Every parameter of the model, adapters included.
+    pub total_params: u64,
     /// Training compute: 3 × forward FLOPs per token × tokens (forward + backward).
     pub train_flops: f64,
     /// The last validation (none if the run stopped before its first evaluation and the

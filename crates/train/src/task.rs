@@ -39,6 +39,9 @@ pub trait Task<B: AutodiffBackend> {
     fn vocab_size(&self) -> usize;
     /// A freshly initialized model (the loop has seeded the backend).
     fn init(&self, device: &B::Device) -> Self::Model;
+    /// A model of this task's kind built from another run's `[model]` section, to load that
+    /// run's weights into (`train.init_from`); `None` if its architecture is another task's.
+    fn init_like(&self, model: &attend_model::ModelConfig, device: &B::Device) -> Option<Self::Model>;
     /// An empty inference model of the same architecture, to load checkpoints into.
     fn init_inner(&self, device: &B::Device) -> Inner<B, Self>;
     /// Writes the vocabulary or tokenizer into a fresh run directory.

@@ -150,6 +150,13 @@ pub struct TrainConfig {
     pub patience: u64,
     /// Average the last this many checkpoints into `averaged/` at the end (paper: 5); 0: no.
     pub average_last: usize,
+    /// Fine-tuning: start from the weights of this run directory (those `eval` uses:
+    /// `averaged/`, else `best/`, else its last checkpoint) and with its vocabulary; its
+    /// parameter shapes must equal this model's. Empty: a fresh initialization.
+    pub init_from: String,
+    /// Parameter groups kept fixed: parameter paths or their prefixes (`embedding`,
+    /// `layers.0`, `layers.1.feed_forward`).
+    pub freeze: Vec<String>,
 }
 
 /// `[eval]`: evaluation and the notes' dynamic evaluation.

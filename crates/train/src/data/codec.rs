@@ -100,6 +100,15 @@ impl LmCodec {
         }
     }
 
+    /// Whether both code text identically (the same symbols, or the same merges and vocabulary).
+    pub fn same_as(&self, other: &LmCodec) -> bool {
+        match (self, other) {
+            (LmCodec::Symbols(a), LmCodec::Symbols(b)) => a.kind == b.kind && a.symbols == b.symbols,
+            (LmCodec::Bpe(a), LmCodec::Bpe(b)) => a.to_json_string() == b.to_json_string(),
+            _ => false,
+        }
+    }
+
     /// Writes `vocab.json` or `tokenizer.json` into `run`.
     pub fn save(&self, run: &Path) -> std::io::Result<()> {
         match self {

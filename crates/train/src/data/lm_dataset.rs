@@ -87,19 +87,36 @@ fn data_file(dir: &Path, name: &str) -> PathBuf {
 
 /// Loads the language-modeling dataset that `config` names.
 pub fn load_lm(config: &DataConfig, data_dir: &Path) -> Result<LmData, DataError> {
+    load_lm_with(config, data_dir, None)
+}
+
+/// Loads the dataset that `config` names, coded with `given` (a fine-tuned run's base
+/// vocabulary) instead of a vocabulary built from the data.
+pub fn load_lm_with(config: &DataConfig, data_dir: &Path, given: Option<LmCodec>) -> Result<LmData, DataError> {
     match config.dataset.as_str() {
-        "synthetic-lm" if config.tokenizer == TokenizerKind::Bpe => generated_as_text(config),
-        "synthetic-lm" => Ok(generated(config)),
-        "tiny-shakespeare" => split_file(config, &data_file(&data_dir.join("tinyshakespeare"), "input.txt")),
+        "synthetic-lm" if config.tokenizer == TokenizerKind::Bpe => generated_as_text(config, given),
+        "synthetic-lm" => {
+            let data = generated(config);
+            if given.as_ref().is_some_and(|g| !g.same_as(&data.codec)) {
+                return Err(DataError::Tokenizer(
+                    "the base run's vocabulary is not this generated source's words (data.synthetic_vocab, data.seed)"
+                        .into(),
+                ));
+            }
+            Ok(data)
+        }
+        "tiny-shakespeare" => split_file(config, &data_file(&data_dir.join("tinyshakespeare"), "input.txt"), given),
         "ptb" => {
             let dir = data_dir.join("ptb");
             let [train, valid, test] = ["train", "valid", "test"].map(|s| data_file(&dir, &format!("ptb.{s}.txt")));
             let texts = [read_text(&train)?, read_text(&valid)?, read_text(&test)?];
-            from_texts(config, &texts, &[train, valid, test])
+            from_texts_with(config, &texts, &[train, valid, test], None, given)
         }
         // A path (it names a file or a folder): read it, so that a mistyped one is reported
         // as the missing file it is.
-        other if Path::new(other).is_file() || other.contains(['/', '\\', '.']) => split_file(config, Path::new(other)),
+        other if Path::new(other).is_file() || other.contains(['/', '\\', '.']) => {
+            split_file(config, Path::new(other), given)
+        }
         other => Err(DataError::Unknown(other.to_string())),
     }
 }
@@ -138,16 +155,16 @@ fn generated(config: &DataConfig) -> LmData {
 
 /// Generated words rendered as text (words separated by spaces) for a BPE model: the
 /// source's entropy rate is per word, so it is not reported beside a per-token loss.
-fn generated_as_text(config: &DataConfig) -> Result<LmData, DataError> {
+fn generated_as_text(config: &DataConfig, given: Option<LmCodec>) -> Result<LmData, DataError> {
     let (data, vocab, _) = generated_words(config);
     let texts = [&data.splits.train, &data.splits.valid, &data.splits.test].map(|ids| vocab.decode(ids));
     let origin = PathBuf::from(format!("synthetic-lm (seed {})", config.seed));
-    from_texts_with(config, &texts, &[origin.clone(), origin.clone(), origin], None)
+    from_texts_with(config, &texts, &[origin.clone(), origin.clone(), origin], None, given)
 }
 
 /// One file split as nanoGPT does: the first 90% of characters train, the rest validate
 /// (and test: there is no third split).
-fn split_file(config: &DataConfig, path: &Path) -> Result<LmData, DataError> {
+fn split_file(config: &DataConfig, path: &Path, given: Option<LmCodec>) -> Result<LmData, DataError> {
     let text = read_text(path)?;
     let cut = text.char_indices().nth(text.chars().count() * 9 / 10).map_or(text.len(), |(i, _)| i);
     let (train, valid) = text.split_at(cut);
@@ -155,12 +172,8 @@ fn split_file(config: &DataConfig, path: &Path) -> Result<LmData, DataError> {
     let paths = [path.to_path_buf(), path.to_path_buf(), path.to_path_buf()];
     // Characters: the vocabulary is every character of the file (nanoGPT builds it so).
     let vocab_text = (config.tokenizer == TokenizerKind::Char).then_some(text.as_str());
-    let data = from_texts_with(config, &texts, &paths, vocab_text)?;
+    let data = from_texts_with(config, &texts, &paths, vocab_text, given)?;
     Ok(LmData { has_test: false, ..data })
-}
-
-fn from_texts(config: &DataConfig, texts: &[String; 3], paths: &[PathBuf; 3]) -> Result<LmData, DataError> {
-    from_texts_with(config, texts, paths, None)
 }
 
 fn from_texts_with(
@@ -168,6 +181,7 @@ fn from_texts_with(
     texts: &[String; 3],
     paths: &[PathBuf; 3],
     vocab_text: Option<&str>,
+    given: Option<LmCodec>,
 ) -> Result<LmData, DataError> {
     const SPLITS: [&str; 3] = ["train", "valid", "test"];
     for ((text, path), split) in texts.iter().zip(paths).zip(SPLITS) {
@@ -175,11 +189,12 @@ fn from_texts_with(
             return Err(DataError::Empty { path: path.clone(), split });
         }
     }
-    let codec = match config.tokenizer {
-        TokenizerKind::Char => LmCodec::Symbols(Vocab::chars(vocab_text.unwrap_or(&texts[0]))),
-        TokenizerKind::Word => LmCodec::Symbols(Vocab::words(&texts[0], config.vocab_size)),
-        TokenizerKind::Bpe if config.vocab_size < 256 => return Err(DataError::BpeVocab(config.vocab_size)),
-        TokenizerKind::Bpe => LmCodec::train_bpe(&texts[0], config.vocab_size).map_err(DataError::Tokenizer)?,
+    let codec = match (given, config.tokenizer) {
+        (Some(codec), _) => codec,
+        (None, TokenizerKind::Char) => LmCodec::Symbols(Vocab::chars(vocab_text.unwrap_or(&texts[0]))),
+        (None, TokenizerKind::Word) => LmCodec::Symbols(Vocab::words(&texts[0], config.vocab_size)),
+        (None, TokenizerKind::Bpe) if config.vocab_size < 256 => return Err(DataError::BpeVocab(config.vocab_size)),
+        (None, TokenizerKind::Bpe) => LmCodec::train_bpe(&texts[0], config.vocab_size).map_err(DataError::Tokenizer)?,
     };
     let mut streams = Vec::with_capacity(3);
     for ((text, path), split) in texts.iter().zip(paths).zip(SPLITS) {

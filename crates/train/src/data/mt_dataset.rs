@@ -109,12 +109,14 @@ pub fn mt_text_splits(config: &DataConfig, data_dir: &Path) -> Result<[TextPairs
 }
 
 /// Loads the translation dataset that `config` names.
-pub fn load_mt(config: &DataConfig, data_dir: &Path) -> Result<MtData, DataError> {
+/// With `given` (a fine-tuned run's base vocabulary), the text is coded with that instead.
+pub fn load_mt(config: &DataConfig, data_dir: &Path, given: Option<MtTokenizer>) -> Result<MtData, DataError> {
     let splits = mt_text_splits(config, data_dir)?;
     let [train_text, valid_text, test_text] = splits;
-    let tokenizer = match config.tokenizer {
-        TokenizerKind::Word => MtTokenizer::Words(joint_words(&train_text, config.vocab_size)),
-        TokenizerKind::Bpe => {
+    let tokenizer = match (given, config.tokenizer) {
+        (Some(given), _) => given,
+        (None, TokenizerKind::Word) => MtTokenizer::Words(joint_words(&train_text, config.vocab_size)),
+        (None, TokenizerKind::Bpe) => {
             let trainer = Trainer::new(TrainerConfig {
                 vocab_size: config.vocab_size,
                 min_frequency: 2,
@@ -125,7 +127,7 @@ pub fn load_mt(config: &DataConfig, data_dir: &Path) -> Result<MtData, DataError
             let text = train_text.iter().flat_map(|(s, t)| [s.as_str(), t.as_str()]);
             MtTokenizer::Bpe(trainer.train_texts(text))
         }
-        TokenizerKind::Char => {
+        (None, TokenizerKind::Char) => {
             return Err(DataError::Tokenizer(
                 "data.tokenizer = \"char\" is for language models; use word or bpe".into(),
             ))

@@ -11,10 +11,12 @@ use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Int, Tensor, TensorData};
 use serde_json::{json, Map, Value};
 
+use crate::base_run::vocabulary_dir;
 use crate::checkpoint::TrainState;
 use crate::config::{RunConfig, Sampling};
+use crate::data::codec::LmCodec;
 use crate::data::lm_batches::{random_batch, sequential_batch, LmBatch};
-use crate::data::lm_dataset::{load_lm, LmData};
+use crate::data::lm_dataset::{load_lm_with, LmData};
 use crate::error::TrainError;
 use crate::fit::fit;
 use crate::lm_eval::{score, Scored};
@@ -60,7 +62,7 @@ pub fn train_lm<B: AutodiffBackend>(
     observer: &mut dyn Observer,
     stop: &AtomicBool,
 ) -> Result<Summary<LmValid>, TrainError> {
-    fit::<B, _>(LmTask::new(config, &opts.data_dir)?, config, opts, device, observer, stop)
+    fit::<B, _>(LmTask::new(config, opts)?, config, opts, device, observer, stop)
 }
 
 /// A language-model run: its configuration and token streams.
@@ -70,12 +72,14 @@ pub struct LmTask<'a> {
 }
 
 impl<'a> LmTask<'a> {
-    /// Loads the dataset and checks that it fits the model and batches.
-    pub fn new(config: &'a RunConfig, data_dir: &Path) -> Result<Self, TrainError> {
+    /// Loads the dataset (coded with the base run's vocabulary when fine-tuning) and checks
+    /// that it fits the model and batches.
+    pub fn new(config: &'a RunConfig, opts: &RunOptions) -> Result<Self, TrainError> {
         if config.model.arch == attend_model::Arch::Seq2seq {
             return Err(TrainError::NotLm);
         }
-        let data = load_lm(&config.data, data_dir)?;
+        let given = vocabulary_dir(config, opts)?.map(|dir| LmCodec::load(&dir)).transpose()?;
+        let data = load_lm_with(&config.data, &opts.data_dir, given)?;
         let (block, dataset) = (config.model.block_size, &config.data.dataset);
         for (split, len) in [("training", data.train.len()), ("validation", data.valid.len())] {
             if len <= block + 1 {
@@ -118,6 +122,10 @@ impl<B: AutodiffBackend> Task<B> for LmTask<'_> {
             .model
             .init_decoder_only(self.data.codec.len(), device)
             .expect("a language model: checked in LmTask::new")
+    }
+
+    fn init_like(&self, model: &attend_model::ModelConfig, device: &B::Device) -> Option<DecoderOnly<B>> {
+        model.init_decoder_only(self.data.codec.len(), device)
     }
 
     fn init_inner(&self, device: &B::Device) -> DecoderOnly<B::InnerBackend> {

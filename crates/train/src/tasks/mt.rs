@@ -9,10 +9,11 @@ use attend_model::TranslationModel;
 use burn::tensor::backend::AutodiffBackend;
 use serde_json::{json, Map, Value};
 
+use crate::base_run::vocabulary_dir;
 use crate::checkpoint::TrainState;
 use crate::config::RunConfig;
 use crate::data::mt_batches::{pad_batch, token_budget_batches};
-use crate::data::mt_dataset::{load_mt, MtData, IDS};
+use crate::data::mt_dataset::{load_mt, MtData, MtTokenizer, IDS};
 use crate::error::TrainError;
 use crate::fit::fit;
 use crate::mt_eval::{forward_batch, teacher_forced_loss, translate_and_score};
@@ -53,7 +54,7 @@ pub fn train_mt<B: AutodiffBackend>(
     observer: &mut dyn Observer,
     stop: &AtomicBool,
 ) -> Result<Summary<MtValid>, TrainError> {
-    fit::<B, _>(MtTask::new(config, &opts.data_dir)?, config, opts, device, observer, stop)
+    fit::<B, _>(MtTask::new(config, opts)?, config, opts, device, observer, stop)
 }
 
 /// A translation run: its configuration, sentence pairs, and the current epoch's batches.
@@ -67,8 +68,14 @@ pub struct MtTask<'a> {
 impl<'a> MtTask<'a> {
     /// Loads the sentence pairs; with learned positions every sentence must fit in
     /// `model.block_size` of them.
-    pub fn new(config: &'a RunConfig, data_dir: &Path) -> Result<Self, TrainError> {
-        let data = load_mt(&config.data, data_dir)?;
+    pub fn new(config: &'a RunConfig, opts: &RunOptions) -> Result<Self, TrainError> {
+        let given = match vocabulary_dir(config, opts)? {
+            Some(dir) => {
+                Some(MtTokenizer::load(&dir).map_err(|message| TrainError::InitFrom { run: dir.clone(), message })?)
+            }
+            None => None,
+        };
+        let data = load_mt(&config.data, &opts.data_dir, given)?;
         let limit = (config.model.positions == attend_model::Positions::Learned).then_some(config.model.block_size);
         let dataset = &config.data.dataset;
         check_lengths(&data.train, limit, &format!("{dataset}: training pair (line)"))?;
@@ -99,6 +106,11 @@ impl<B: AutodiffBackend> Task<B> for MtTask<'_> {
 
     fn init(&self, device: &B::Device) -> TranslationModel<B> {
         self.config.model.init_seq2seq(self.data.tokenizer.vocab_size(), device)
+    }
+
+    fn init_like(&self, model: &attend_model::ModelConfig, device: &B::Device) -> Option<TranslationModel<B>> {
+        (model.arch == attend_model::Arch::Seq2seq)
+            .then(|| model.init_seq2seq(self.data.tokenizer.vocab_size(), device))
     }
 
     fn init_inner(&self, device: &B::Device) -> TranslationModel<B::InnerBackend> {
