@@ -11,6 +11,7 @@ use attend_metrics::PerplexityReport;
 use attend_model::Arch;
 use attend_train::config::RunConfig;
 use attend_train::evaluate::{eval_lm, Split};
+use attend_train::mlm_eval::eval_mlm;
 use attend_train::mt_eval::eval_mt;
 use attend_train::translate::TranslateOptions;
 use burn::tensor::backend::AutodiffBackend;
@@ -75,6 +76,9 @@ fn eval_on<B: AutodiffBackend>(args: &EvalArgs, device: &B::Device) -> Result<()
     if config.model.arch == Arch::Seq2seq {
         return run_mt::<B::InnerBackend>(args, &config, split, device);
     }
+    if config.model.arch == Arch::Encoder {
+        return run_mlm::<B::InnerBackend>(args, split, device);
+    }
     if args.beam.is_some() || args.lenpen.is_some() {
         anyhow::bail!("--beam and --lenpen apply to translation runs; {} is a language model", args.run.display());
     }
@@ -132,6 +136,30 @@ fn run_mt<B: burn::tensor::backend::Backend>(
                      "tokens": report.tokens, "bleu": s.bleu, "signature": s.signature,
                      "bleu_lowercase": s.bleu_lowercase, "signature_lowercase": s.signature_lowercase,
                      "chrf": s.chrf, "chrf_signature": s.chrf_signature, "beam": options.beam, "lenpen": options.lenpen});
+    println!("{out}");
+    Ok(())
+}
+
+/// A masked LM: loss, perplexity and accuracy on the masked positions (fixed masking seed),
+/// beside the most-frequent-token baseline.
+fn run_mlm<B: burn::tensor::backend::Backend>(args: &EvalArgs, split: Split, device: &B::Device) -> Result<()> {
+    if args.dynamic || args.beam.is_some() || args.lenpen.is_some() {
+        anyhow::bail!("--dynamic, --beam and --lenpen do not apply to a masked LM ({})", args.run.display());
+    }
+    let (name, s) = eval_mlm::<B>(&args.run, &args.data_dir, split, args.data.as_deref(), device)
+        .with_context(|| format!("evaluating {}", args.run.display()))?;
+    println!(
+        "{name}: {:.4} nats per masked token, ppl {:.3}, accuracy {:.2}% over {} masked positions",
+        s.loss(),
+        s.loss().exp(),
+        100.0 * s.accuracy(),
+        s.predicted
+    );
+    println!("baseline (always the most frequent training token): accuracy {:.2}%", 100.0 * s.baseline_accuracy());
+    let out = json!({"split": name, "masked_loss": s.loss(), "masked_ppl": s.loss().exp(),
+                     "masked_accuracy": s.accuracy(), "baseline_accuracy": s.baseline_accuracy(),
+                     "masked_tokens": s.predicted, "loss": s.loss(), "ppl": s.loss().exp(),
+                     "ppl_word": null, "bpc": null, "bits_per_byte": null});
     println!("{out}");
     Ok(())
 }

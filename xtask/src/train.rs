@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use attend_train::config::{default_run_dir, RunConfig};
-use attend_train::tasks::{LmValid, MtValid};
+use attend_train::tasks::{LmValid, MlmValid, MtValid};
 use attend_train::{Observer, RunOptions, Summary, Trained};
 use burn::tensor::backend::AutodiffBackend;
 use clap::Args;
@@ -73,6 +73,7 @@ impl OnBackend for Train {
         bar.bar.finish_and_clear();
         match trained {
             Trained::Lm(s) => print_summary(&s, run_dir, "tokens", print_lm),
+            Trained::Mlm(s) => print_summary(&s, run_dir, "tokens", print_mlm),
             Trained::Mt(s) => print_summary(&s, run_dir, "target tokens", print_mt),
         }
         Ok(())
@@ -162,6 +163,26 @@ fn print_lm(v: &LmValid, sample: Option<&str>) {
     }
     if let Some(sample) = sample {
         println!("sample         {}", sample.replace('\n', " / "));
+    }
+}
+
+fn print_mlm(v: &MlmValid, sample: Option<&str>) {
+    let s = &v.score;
+    println!(
+        "masked loss    {:.4} nats/token over {} masked positions (ppl {:.3})",
+        s.loss(),
+        s.predicted,
+        s.loss().exp()
+    );
+    println!(
+        "masked acc.    {:.2}% (always the most frequent training token: {:.2}%)",
+        100.0 * s.accuracy(),
+        100.0 * s.baseline_accuracy()
+    );
+    if let Some(sample) = sample {
+        for line in sample.lines() {
+            println!("sample         {line}");
+        }
     }
 }
 

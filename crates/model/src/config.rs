@@ -15,6 +15,10 @@ pub enum Arch {
     Lm,
     /// Encoder-decoder translation model (the paper's Figure 1).
     Seq2seq,
+    /// Encoder-only masked language model (BERT-style): the same stack as `lm` with
+    /// bidirectional self-attention (no causal mask) and the output tied to the embedding;
+    /// trained with `train.objective = "mlm"`.
+    Encoder,
     /// The one-layer model of the lecture notes, implemented literally (see [`crate::notes`]).
     /// It reads `d_model`, `d_ff`, `positions`, `activation`, `bias`, `scale_embeddings`,
     /// `init` and `block_size`; it has no residual, LayerNorm or dropout, so `norm`,

@@ -34,12 +34,14 @@ pub enum DecoderOnlyCache<B: Backend> {
 
 impl ModelConfig {
     /// Builds the decoder-only model `self.arch` names for `vocab_size` tokens; `None` for an
-    /// encoder-decoder (`arch = "seq2seq"`, built by [`ModelConfig::init_seq2seq`]).
+    /// encoder-decoder (`arch = "seq2seq"`, built by [`ModelConfig::init_seq2seq`]) or a
+    /// bidirectional encoder (`arch = "encoder"`, built by [`ModelConfig::init_lm`] and run with
+    /// [`LanguageModel::forward_bidirectional`]).
     pub fn init_decoder_only<B: Backend>(&self, vocab_size: usize, device: &B::Device) -> Option<DecoderOnly<B>> {
         match self.arch {
             Arch::Lm => Some(DecoderOnly::Gpt(self.init_lm(vocab_size, device))),
             Arch::Notes => Some(DecoderOnly::Notes(self.init_notes(vocab_size, device))),
-            Arch::Seq2seq => None,
+            Arch::Seq2seq | Arch::Encoder => None,
         }
     }
 }

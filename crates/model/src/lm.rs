@@ -93,6 +93,23 @@ impl<B: Backend> LanguageModel<B> {
         self.forward_cached(tokens, &mut self.empty_cache(), None)
     }
 
+    /// Logits at every position with bidirectional attention (no causal mask): the
+    /// encoder-only masked language model (`arch = "encoder"`), and its attention weights.
+    ///
+    /// # Shapes
+    /// - `tokens`: `[batch, len]`
+    /// - output: (`[batch, len, vocab]`, `n_layers` × `[batch, heads, len, len]`)
+    pub fn forward_bidirectional(&self, tokens: Tensor<B, 2, Int>) -> (Tensor<B, 3>, Vec<Tensor<B, 4>>) {
+        let mut x = self.dropout.forward(self.positions.forward(self.embedding.forward(tokens), 0));
+        let mut weights = Vec::with_capacity(self.layers.len());
+        for layer in &self.layers {
+            let out = layer.forward(x, None);
+            x = out.x;
+            weights.push(out.self_weights);
+        }
+        (self.project(apply_final_norm(&self.final_norm, x)), weights)
+    }
+
     /// An empty cache for incremental decoding.
     pub fn empty_cache(&self) -> LmCache<B> {
         LmCache { layers: vec![None; self.layers.len()], len: 0 }
@@ -219,6 +236,28 @@ mod tests {
         }
         let x = tokens(&[1, 2, 3, 4, 5, 6, 7, 8], 2, &device);
         assert_eq!(lora.forward(x.clone()).into_data(), base.forward(x).into_data());
+    }
+
+    /// The encoder sees the future: changing the token at position j changes the outputs at
+    /// i < j (the causal model's stay the same).
+    #[test]
+    fn the_bidirectional_encoder_sees_the_future_and_the_causal_model_does_not() {
+        let device = Default::default();
+        let config = ModelConfig {
+            arch: Arch::Encoder,
+            d_model: 16,
+            n_heads: 2,
+            n_layers: 2,
+            d_ff: 24,
+            dropout: 0.0,
+            ..ModelConfig::base()
+        };
+        let model = config.init_lm::<TestBackend>(11, &device);
+        let (a, b) = (tokens(&[1, 2, 3, 4, 5], 1, &device), tokens(&[1, 2, 3, 4, 9], 1, &device));
+        let first = |t: Tensor<TestBackend, 3>| t.slice([0..1, 0..4]).into_data();
+        let (ea, eb) = (model.forward_bidirectional(a.clone()).0, model.forward_bidirectional(b.clone()).0);
+        assert_ne!(first(ea), first(eb), "the encoder's earlier outputs read the last token");
+        assert_eq!(first(model.forward(a)), first(model.forward(b)), "the causal model's do not");
     }
 
     /// Without `1/√d_k` the scores are `√d_k` times larger: the output changes.

@@ -61,7 +61,7 @@ pub fn count(config: &ModelConfig, vocab_size: usize) -> ParamReport {
     let output_flops = 2 * d * v;
 
     let (params, flops_per_token) = match config.arch {
-        Arch::Lm => (
+        Arch::Lm | Arch::Encoder => (
             embedding + positions + n * encoder_layer + final_norm + output,
             n * (self_attention_flops + ffn_flops) + output_flops,
         ),

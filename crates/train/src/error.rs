@@ -30,7 +30,7 @@ pub enum TrainError {
     TooLong { what: String, len: usize, limit: usize },
     #[error(transparent)]
     Prompt(#[from] PromptError),
-    #[error("model.arch = \"seq2seq\" is a translation model; this command needs a language model (arch = \"lm\" or \"notes\")")]
+    #[error("this command needs a causal language model (model.arch = \"lm\" or \"notes\"); \"seq2seq\" is a translation model and \"encoder\" a masked LM, which reads both sides and cannot continue a text")]
     NotLm,
     #[error("train.init_from = {}: {message}", run.display())]
     InitFrom { run: PathBuf, message: String },

@@ -96,16 +96,17 @@ pub fn fit<B: AutodiffBackend, T: Task<B>>(
         let step = state.step + 1;
         B::seed(device, Rng::derive(t.seed, "dropout", step).next_u64());
         let mut accumulator = GradientsAccumulator::<T::Model>::new();
-        let (mut nll, mut counted) = (None::<Tensor<B::InnerBackend, 1>>, 0.0);
+        let (mut nll, mut counted, mut processed) = (None::<Tensor<B::InnerBackend, 1>>, 0.0, 0.0);
         for _ in 0..t.grad_accum {
             let losses = task.train_loss(&model, &mut state, device);
             let batch_nll = losses.nll_sum.clone().inner();
             nll = Some(nll.map_or(batch_nll.clone(), |sum| sum + batch_nll));
             counted += losses.count;
+            processed += losses.tokens;
             let grads = losses.objective.div_scalar(t.grad_accum as f64).backward();
             accumulator.accumulate(&model, GradientsParams::from_grads(grads, &model));
         }
-        state.tokens += counted as u64;
+        state.tokens += processed as u64;
         state.epoch = task.epoch(&state);
         let last_step = step == t.max_steps || (t.max_epochs > 0 && state.epoch >= t.max_epochs);
         // The step's one device-to-host read: the loss, on logged, evaluated, saved and last steps.
@@ -116,7 +117,7 @@ pub fn fit<B: AutodiffBackend, T: Task<B>>(
         let lr;
         (model, lr) = update(model, &mut optim, accumulator, loss, step, config, &ckpt_root)?;
         state.step = step;
-        tokens_since += counted;
+        tokens_since += processed;
         interrupted = stop.load(Ordering::Relaxed);
         if interrupted && loss.is_none() {
             // Ctrl-C between logged steps: check this step's loss before its checkpoint.

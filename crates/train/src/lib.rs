@@ -19,6 +19,7 @@ pub mod fit;
 pub mod generate;
 pub mod lm_eval;
 pub mod metrics_log;
+pub mod mlm_eval;
 pub mod mt_eval;
 pub mod objective;
 pub mod optimizer;

@@ -18,6 +18,9 @@ pub struct Losses<B: Backend> {
     pub nll_sum: Tensor<B, 1>,
     /// Sum of the weights: the number of positions counted.
     pub count: f64,
+    /// Tokens the batch put through the model (for tokens/s and training FLOPs): `count`,
+    /// except where positions are read but not predicted (a masked LM's unchosen ones).
+    pub tokens: f64,
 }
 
 /// Cross-entropy of `logits` against `targets`.
@@ -42,7 +45,7 @@ pub fn cross_entropy<B: Backend>(
         Some((w, count)) => (per_position * w.clone(), nll * w, count),
         None => (per_position, nll, (batch * len) as f64),
     };
-    Losses { objective: weighted.sum().div_scalar(count.max(1.0)), nll_sum: weighted_nll.sum(), count }
+    Losses { objective: weighted.sum().div_scalar(count.max(1.0)), nll_sum: weighted_nll.sum(), count, tokens: count }
 }
 
 #[cfg(test)]

@@ -38,7 +38,7 @@ pub fn weights_dir(run: &Path) -> Result<PathBuf, CheckpointError> {
 /// Loads the language model of run directory `run`.
 pub fn load_lm<B: Backend>(run: &Path, device: &B::Device) -> Result<TrainedLm<B>, TrainError> {
     let config = RunConfig::from_resolved(&run.join("config.toml"))?;
-    if config.model.arch == attend_model::Arch::Seq2seq {
+    if matches!(config.model.arch, attend_model::Arch::Seq2seq | attend_model::Arch::Encoder) {
         return Err(TrainError::NotLm);
     }
     let codec = LmCodec::load(run)?;

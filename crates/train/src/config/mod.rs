@@ -18,7 +18,7 @@ use toml::{Table, Value};
 
 pub use resume::default_run_dir;
 pub use sections::{
-    DataConfig, DecodeConfig, EvalConfig, OptimizerKind, Sampling, ScheduleKind, TokenizerKind, TrainConfig,
+    DataConfig, DecodeConfig, EvalConfig, Objective, OptimizerKind, Sampling, ScheduleKind, TokenizerKind, TrainConfig,
 };
 
 /// The built-in defaults, also the runner's embedded default experiment.
@@ -177,6 +177,7 @@ impl RunConfig {
             });
         }
         self.validate_generated_data()?;
+        self.validate_objective()?;
         let nonneg = |key: &'static str, v: f64| {
             if v >= 0.0 && v.is_finite() {
                 Ok(())
@@ -209,6 +210,35 @@ impl RunConfig {
 }
 
 impl RunConfig {
+    /// `train.objective` against `model.arch`, and the masking probabilities.
+    fn validate_objective(&self) -> Result<(), ConfigError> {
+        let t = &self.train;
+        let encoder = self.model.arch == attend_model::Arch::Encoder;
+        if encoder != (t.objective == Objective::Mlm) {
+            return Err(ConfigError::Invalid {
+                key: "train.objective",
+                value: format!("{:?} with model.arch = {:?}", t.objective, self.model.arch).to_lowercase(),
+                expected: "\"mlm\" exactly when model.arch = \"encoder\" (a bidirectional encoder cannot predict the next token)",
+            });
+        }
+        if !(t.mask_prob > 0.0 && t.mask_prob < 1.0) {
+            return Err(ConfigError::Invalid {
+                key: "train.mask_prob",
+                value: t.mask_prob.to_string(),
+                expected: "a number in (0, 1)",
+            });
+        }
+        let ok = |p: f64| (0.0..=1.0).contains(&p);
+        if !ok(t.mask_with_mask) || !ok(t.mask_with_random) || t.mask_with_mask + t.mask_with_random > 1.0 {
+            return Err(ConfigError::Invalid {
+                key: "train.mask_with_mask / train.mask_with_random",
+                value: format!("{} / {}", t.mask_with_mask, t.mask_with_random),
+                expected: "probabilities in [0, 1] whose sum is at most 1",
+            });
+        }
+        Ok(())
+    }
+
     /// The `data.synthetic_*` keys of the generated datasets (checked only when one is used).
     fn validate_generated_data(&self) -> Result<(), ConfigError> {
         let d = &self.data;

@@ -77,6 +77,16 @@ pub enum ScheduleKind {
     Constant,
 }
 
+/// What a language model learns to predict.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Objective {
+    /// The next token (causal LM; `model.arch = "lm"`, `"notes"`, and translation).
+    Lm,
+    /// Masked tokens from both sides (BERT; `model.arch = "encoder"`).
+    Mlm,
+}
+
 /// How language-model batches are drawn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -93,6 +103,15 @@ pub enum Sampling {
 pub struct TrainConfig {
     /// Seed of initialization, batch order and dropout.
     pub seed: u64,
+    /// `lm` (next token) or `mlm` (masked tokens; `model.arch = "encoder"`).
+    pub objective: Objective,
+    /// MLM: probability that a token is chosen for prediction (BERT: 0.15).
+    pub mask_prob: f64,
+    /// MLM: probability that a chosen token's input becomes `[MASK]` (BERT: 0.8).
+    pub mask_with_mask: f64,
+    /// MLM: probability that a chosen token's input becomes a random token (BERT: 0.1); the
+    /// rest of the chosen tokens stay as they are.
+    pub mask_with_random: f64,
     /// Sequences per batch (LM blocks, or sentence pairs when `batch_tokens` = 0).
     pub batch_size: usize,
     /// Translation: target tokens per batch, padding included (the paper: ~25,000 source +

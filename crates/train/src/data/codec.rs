@@ -40,16 +40,45 @@ pub enum CodecError {
 }
 
 impl LmCodec {
-    /// Trains byte-level BPE of `vocab_size` symbols (pairs seen at least twice) on `text`.
-    pub fn train_bpe(text: &str, vocab_size: usize) -> Result<Self, String> {
+    /// Trains byte-level BPE of `vocab_size` symbols (pairs seen at least twice) on `text`,
+    /// with `specials` as added tokens (ids 0, 1, …).
+    pub fn train_bpe(text: &str, vocab_size: usize, specials: &[&str]) -> Result<Self, String> {
         let trainer = Trainer::new(TrainerConfig {
             vocab_size,
             min_frequency: 2,
-            special_tokens: Vec::new(),
+            special_tokens: specials.iter().map(|s| s.to_string()).collect(),
             show_progress: false,
         })
         .map_err(|e| e.to_string())?;
         Ok(LmCodec::Bpe(trainer.train_texts([text])))
+    }
+
+    /// A character or word vocabulary with `specials` appended (those it lacks); BPE gets
+    /// its specials when it is trained ([`LmCodec::train_bpe`]).
+    pub fn with_specials(self, specials: &[&str]) -> Self {
+        match self {
+            LmCodec::Symbols(v) if !specials.is_empty() => {
+                let kind = v.kind.clone();
+                let mut symbols = v.symbols;
+                symbols.extend(
+                    specials
+                        .iter()
+                        .filter(|s| !symbols.contains(&s.to_string()))
+                        .map(|s| s.to_string())
+                        .collect::<Vec<_>>(),
+                );
+                LmCodec::Symbols(Vocab::from_symbols(&kind, symbols))
+            }
+            other => other,
+        }
+    }
+
+    /// The id of special token `name`, if the coding has it.
+    pub fn special_id(&self, name: &str) -> Option<u32> {
+        match self {
+            LmCodec::Symbols(v) => v.id(name),
+            LmCodec::Bpe(t) => t.added_token_id(name),
+        }
     }
 
     /// Number of token ids.
@@ -109,6 +138,15 @@ impl LmCodec {
         }
     }
 
+    /// Whether this coding is `base`, or `base`'s symbols with more appended (special tokens):
+    /// ids of `base` mean the same here.
+    pub fn extends(&self, base: &LmCodec) -> bool {
+        match (self, base) {
+            (LmCodec::Symbols(a), LmCodec::Symbols(b)) => a.kind == b.kind && a.symbols.starts_with(&b.symbols),
+            _ => self.same_as(base),
+        }
+    }
+
     /// Writes `vocab.json` or `tokenizer.json` into `run`.
     pub fn save(&self, run: &Path) -> std::io::Result<()> {
         match self {
@@ -144,7 +182,7 @@ mod tests {
 
     #[test]
     fn bpe_codec_round_trips_any_text_whitespace_and_unseen_characters_included() {
-        let codec = LmCodec::train_bpe(&TEXT.repeat(20), 300).unwrap();
+        let codec = LmCodec::train_bpe(&TEXT.repeat(20), 300, &[]).unwrap();
         assert_eq!(codec.kind(), "bpe");
         let probe = "  Speak,\n\n\tno — ünseen «text» 42\n";
         let ids = codec.encode(probe).unwrap();
@@ -156,7 +194,9 @@ mod tests {
     #[test]
     fn saved_codecs_load_back_with_the_same_ids() {
         let dir = tempfile::tempdir().unwrap();
-        for codec in [LmCodec::train_bpe(&TEXT.repeat(5), 280).unwrap(), LmCodec::Symbols(Vocab::chars(TEXT))] {
+        for codec in
+            [LmCodec::train_bpe(&TEXT.repeat(5), 280, &["[MASK]"]).unwrap(), LmCodec::Symbols(Vocab::chars(TEXT))]
+        {
             let run = dir.path().join(codec.kind());
             std::fs::create_dir_all(&run).unwrap();
             codec.save(&run).unwrap();

@@ -87,35 +87,48 @@ fn data_file(dir: &Path, name: &str) -> PathBuf {
 
 /// Loads the language-modeling dataset that `config` names.
 pub fn load_lm(config: &DataConfig, data_dir: &Path) -> Result<LmData, DataError> {
-    load_lm_with(config, data_dir, None)
+    load_lm_with(config, data_dir, None, &[])
 }
 
 /// Loads the dataset that `config` names, coded with `given` (a fine-tuned run's base
-/// vocabulary) instead of a vocabulary built from the data.
-pub fn load_lm_with(config: &DataConfig, data_dir: &Path, given: Option<LmCodec>) -> Result<LmData, DataError> {
+/// vocabulary) instead of a vocabulary built from the data; a built vocabulary gets the
+/// special tokens `specials` (a masked LM's), after the data's symbols (BPE: before, ids 0…).
+pub fn load_lm_with(
+    config: &DataConfig,
+    data_dir: &Path,
+    given: Option<LmCodec>,
+    specials: &[&str],
+) -> Result<LmData, DataError> {
+    let opts = (given, specials);
     match config.dataset.as_str() {
-        "synthetic-lm" if config.tokenizer == TokenizerKind::Bpe => generated_as_text(config, given),
+        "synthetic-lm" if config.tokenizer == TokenizerKind::Bpe => generated_as_text(config, opts),
         "synthetic-lm" => {
-            let data = generated(config);
-            if given.as_ref().is_some_and(|g| !g.same_as(&data.codec)) {
-                return Err(DataError::Tokenizer(
-                    "the base run's vocabulary is not this generated source's words (data.synthetic_vocab, data.seed)"
-                        .into(),
-                ));
+            let (given, specials) = opts;
+            let mut data = generated(config);
+            data.codec = data.codec.with_specials(specials);
+            if let Some(given) = given {
+                // The base run's words, perhaps with special tokens after them.
+                if !given.extends(&data.codec) {
+                    return Err(DataError::Tokenizer(
+                        "the base run's vocabulary is not this generated source's words (data.synthetic_vocab, data.seed)"
+                            .into(),
+                    ));
+                }
+                data.codec = given;
             }
             Ok(data)
         }
-        "tiny-shakespeare" => split_file(config, &data_file(&data_dir.join("tinyshakespeare"), "input.txt"), given),
+        "tiny-shakespeare" => split_file(config, &data_file(&data_dir.join("tinyshakespeare"), "input.txt"), opts),
         "ptb" => {
             let dir = data_dir.join("ptb");
             let [train, valid, test] = ["train", "valid", "test"].map(|s| data_file(&dir, &format!("ptb.{s}.txt")));
             let texts = [read_text(&train)?, read_text(&valid)?, read_text(&test)?];
-            from_texts_with(config, &texts, &[train, valid, test], None, given)
+            from_texts_with(config, &texts, &[train, valid, test], None, opts)
         }
         // A path (it names a file or a folder): read it, so that a mistyped one is reported
         // as the missing file it is.
         other if Path::new(other).is_file() || other.contains(['/', '\\', '.']) => {
-            split_file(config, Path::new(other), given)
+            split_file(config, Path::new(other), opts)
         }
         other => Err(DataError::Unknown(other.to_string())),
     }
@@ -155,16 +168,19 @@ fn generated(config: &DataConfig) -> LmData {
 
 /// Generated words rendered as text (words separated by spaces) for a BPE model: the
 /// source's entropy rate is per word, so it is not reported beside a per-token loss.
-fn generated_as_text(config: &DataConfig, given: Option<LmCodec>) -> Result<LmData, DataError> {
+/// A vocabulary to use as it is, and the special tokens a built one gets.
+type CodecChoice<'a> = (Option<LmCodec>, &'a [&'a str]);
+
+fn generated_as_text(config: &DataConfig, opts: CodecChoice) -> Result<LmData, DataError> {
     let (data, vocab, _) = generated_words(config);
     let texts = [&data.splits.train, &data.splits.valid, &data.splits.test].map(|ids| vocab.decode(ids));
     let origin = PathBuf::from(format!("synthetic-lm (seed {})", config.seed));
-    from_texts_with(config, &texts, &[origin.clone(), origin.clone(), origin], None, given)
+    from_texts_with(config, &texts, &[origin.clone(), origin.clone(), origin], None, opts)
 }
 
 /// One file split as nanoGPT does: the first 90% of characters train, the rest validate
 /// (and test: there is no third split).
-fn split_file(config: &DataConfig, path: &Path, given: Option<LmCodec>) -> Result<LmData, DataError> {
+fn split_file(config: &DataConfig, path: &Path, opts: CodecChoice) -> Result<LmData, DataError> {
     let text = read_text(path)?;
     let cut = text.char_indices().nth(text.chars().count() * 9 / 10).map_or(text.len(), |(i, _)| i);
     let (train, valid) = text.split_at(cut);
@@ -172,7 +188,7 @@ fn split_file(config: &DataConfig, path: &Path, given: Option<LmCodec>) -> Resul
     let paths = [path.to_path_buf(), path.to_path_buf(), path.to_path_buf()];
     // Characters: the vocabulary is every character of the file (nanoGPT builds it so).
     let vocab_text = (config.tokenizer == TokenizerKind::Char).then_some(text.as_str());
-    let data = from_texts_with(config, &texts, &paths, vocab_text, given)?;
+    let data = from_texts_with(config, &texts, &paths, vocab_text, opts)?;
     Ok(LmData { has_test: false, ..data })
 }
 
@@ -181,7 +197,7 @@ fn from_texts_with(
     texts: &[String; 3],
     paths: &[PathBuf; 3],
     vocab_text: Option<&str>,
-    given: Option<LmCodec>,
+    (given, specials): CodecChoice,
 ) -> Result<LmData, DataError> {
     const SPLITS: [&str; 3] = ["train", "valid", "test"];
     for ((text, path), split) in texts.iter().zip(paths).zip(SPLITS) {
@@ -191,10 +207,16 @@ fn from_texts_with(
     }
     let codec = match (given, config.tokenizer) {
         (Some(codec), _) => codec,
-        (None, TokenizerKind::Char) => LmCodec::Symbols(Vocab::chars(vocab_text.unwrap_or(&texts[0]))),
-        (None, TokenizerKind::Word) => LmCodec::Symbols(Vocab::words(&texts[0], config.vocab_size)),
+        (None, TokenizerKind::Char) => {
+            LmCodec::Symbols(Vocab::chars(vocab_text.unwrap_or(&texts[0]))).with_specials(specials)
+        }
+        (None, TokenizerKind::Word) => {
+            LmCodec::Symbols(Vocab::words(&texts[0], config.vocab_size)).with_specials(specials)
+        }
         (None, TokenizerKind::Bpe) if config.vocab_size < 256 => return Err(DataError::BpeVocab(config.vocab_size)),
-        (None, TokenizerKind::Bpe) => LmCodec::train_bpe(&texts[0], config.vocab_size).map_err(DataError::Tokenizer)?,
+        (None, TokenizerKind::Bpe) => {
+            LmCodec::train_bpe(&texts[0], config.vocab_size, specials).map_err(DataError::Tokenizer)?
+        }
     };
     let mut streams = Vec::with_capacity(3);
     for ((text, path), split) in texts.iter().zip(paths).zip(SPLITS) {

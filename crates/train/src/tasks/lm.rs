@@ -75,11 +75,11 @@ impl<'a> LmTask<'a> {
     /// Loads the dataset (coded with the base run's vocabulary when fine-tuning) and checks
     /// that it fits the model and batches.
     pub fn new(config: &'a RunConfig, opts: &RunOptions) -> Result<Self, TrainError> {
-        if config.model.arch == attend_model::Arch::Seq2seq {
+        if matches!(config.model.arch, attend_model::Arch::Seq2seq | attend_model::Arch::Encoder) {
             return Err(TrainError::NotLm);
         }
         let given = vocabulary_dir(config, opts)?.map(|dir| LmCodec::load(&dir)).transpose()?;
-        let data = load_lm_with(&config.data, &opts.data_dir, given)?;
+        let data = load_lm_with(&config.data, &opts.data_dir, given, &[])?;
         let (block, dataset) = (config.model.block_size, &config.data.dataset);
         for (split, len) in [("training", data.train.len()), ("validation", data.valid.len())] {
             if len <= block + 1 {

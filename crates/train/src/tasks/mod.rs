@@ -2,6 +2,7 @@
 //! a configuration describes.
 
 pub mod lm;
+pub mod mlm;
 pub mod mt;
 
 use std::sync::atomic::AtomicBool;
@@ -13,17 +14,19 @@ use crate::error::TrainError;
 use crate::run::{Observer, RunOptions, Summary};
 
 pub use lm::{train_lm, LmTask, LmValid};
+pub use mlm::{train_mlm, MlmTask, MlmValid};
 pub use mt::{train_mt, MtTask, MtValid};
 
 /// The summary of a run of either task.
 #[derive(Clone, Debug)]
 pub enum Trained {
     Lm(Summary<LmValid>),
+    Mlm(Summary<MlmValid>),
     Mt(Summary<MtValid>),
 }
 
 /// Trains (or continues) the task `config.model.arch` names: translation for `seq2seq`,
-/// language modeling otherwise.
+/// masked language modeling for `encoder`, language modeling otherwise.
 pub fn train<B: AutodiffBackend>(
     config: &RunConfig,
     opts: &RunOptions,
@@ -33,6 +36,7 @@ pub fn train<B: AutodiffBackend>(
 ) -> Result<Trained, TrainError> {
     Ok(match config.model.arch {
         attend_model::Arch::Seq2seq => Trained::Mt(train_mt::<B>(config, opts, device, observer, stop)?),
+        attend_model::Arch::Encoder => Trained::Mlm(train_mlm::<B>(config, opts, device, observer, stop)?),
         _ => Trained::Lm(train_lm::<B>(config, opts, device, observer, stop)?),
     })
 }
