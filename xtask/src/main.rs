@@ -4,6 +4,7 @@
 //! See <https://github.com/matklad/cargo-xtask/> for the pattern, and `docs/commands.md` for
 //! the command-line contract.
 
+mod ablate;
 mod backend;
 mod baseline;
 mod bench;
@@ -50,6 +51,8 @@ enum Command {
     Baseline(baseline::BaselineArgs),
     /// Parameter count and forward FLOPs per token of a configured model, without training.
     Params(params::ParamsArgs),
+    /// The paper's Table 3: train a base configuration and its variations, one sub-run each; a Markdown table and JSON lines.
+    Ablate(ablate::AblateArgs),
     /// Download a named public dataset into the data directory, checking every sha256.
     Data(data::DataArgs),
 }
@@ -78,6 +81,7 @@ fn main() {
         Command::Baseline(args) => baseline::run(args),
         Command::Params(args) => params::run(args),
         Command::Data(args) => data::run(args),
+        Command::Ablate(args) => ablate::run(args),
     };
     if let Err(err) = result {
         // One line: the outermost context, then each cause.

@@ -54,19 +54,8 @@ impl OnBackend for Train {
     type Output = ();
 
     fn run<B: AutodiffBackend>(self, device: &B::Device) -> Result<()> {
-        let mut bar = Bar { bar: ProgressBar::hidden() };
-        // Ctrl-C: finish the current step, save a checkpoint, exit cleanly. A second Ctrl-C
-        // exits at once (the checkpoints already written are complete: renamed into place).
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
-        ctrlc::set_handler(move || {
-            if flag.swap(true, Ordering::Relaxed) {
-                eprintln!("second Ctrl-C: exiting without a new checkpoint");
-                std::process::exit(130);
-            }
-            eprintln!("Ctrl-C: saving a checkpoint after this step (Ctrl-C again to exit at once)");
-        })
-        .context("installing the Ctrl-C handler")?;
+        let mut bar = Bar::new();
+        let stop = stop_on_ctrl_c()?;
         let run_dir = &self.opts.run_dir;
         let trained = attend_train::train::<B>(&self.config, &self.opts, device, &mut bar, &stop)
             .with_context(|| format!("training in {}", run_dir.display()))?;
@@ -80,9 +69,31 @@ impl OnBackend for Train {
     }
 }
 
+/// Ctrl-C: finish the current step, save a checkpoint, exit cleanly. A second Ctrl-C exits at
+/// once (the checkpoints already written are complete: renamed into place).
+pub(crate) fn stop_on_ctrl_c() -> Result<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&stop);
+    ctrlc::set_handler(move || {
+        if flag.swap(true, Ordering::Relaxed) {
+            eprintln!("second Ctrl-C: exiting without a new checkpoint");
+            std::process::exit(130);
+        }
+        eprintln!("Ctrl-C: saving a checkpoint after this step (Ctrl-C again to exit at once)");
+    })
+    .context("installing the Ctrl-C handler")?;
+    Ok(stop)
+}
+
 /// The progress bar: step, loss, learning rate, tokens/s, ETA.
-struct Bar {
-    bar: ProgressBar,
+pub(crate) struct Bar {
+    pub(crate) bar: ProgressBar,
+}
+
+impl Bar {
+    pub(crate) fn new() -> Self {
+        Bar { bar: ProgressBar::hidden() }
+    }
 }
 
 impl Observer for Bar {

@@ -6,6 +6,7 @@
 //! `attend-model`. See docs/commands.md (configuration, datasets), docs/architecture.md (the
 //! run directory) and docs/math.md (generated data).
 
+pub mod ablate;
 pub mod asgd;
 pub mod average;
 pub mod base_run;

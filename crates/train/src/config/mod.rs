@@ -283,7 +283,7 @@ fn parse(text: &str, origin: &str) -> Result<Table, ConfigError> {
 }
 
 /// `section.key=value`; the value is TOML (`3`, `0.1`, `true`, `"x"`), or a bare string.
-fn parse_set(arg: &str) -> Result<(String, Value), ConfigError> {
+pub fn parse_set(arg: &str) -> Result<(String, Value), ConfigError> {
     let (key, raw) = arg.split_once('=').ok_or(ConfigError::BadSet { arg: arg.into() })?;
     let key = key.trim();
     if key.is_empty() {
