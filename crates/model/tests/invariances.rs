@@ -298,10 +298,10 @@ proptest! {
     /// instantiated module, for every architecture and sharing option.
     #[test]
     fn param_count_equals_instantiated_module(
-        arch in 0usize..3, bias in any::<bool>(), tie in any::<bool>(), share in any::<bool>(),
+        arch in 0usize..4, bias in any::<bool>(), tie in any::<bool>(), share in any::<bool>(),
         pre in any::<bool>(), pos in 0usize..3, n_layers in 1usize..3, vocab in 2usize..20,
     ) {
-        let arch = [Arch::Lm, Arch::Seq2seq, Arch::Notes][arch];
+        let arch = [Arch::Lm, Arch::Seq2seq, Arch::Notes, Arch::Encoder][arch];
         let mut config = ModelConfig {
             bias, tie_embeddings: tie, share_embeddings: share, norm: norm_of(pre), positions: positions_of(pos),
             ..small(arch, 4, 2, n_layers)
@@ -311,7 +311,7 @@ proptest! {
         }
         prop_assert_eq!(config.validate(), Ok(()));
         let params = match arch {
-            Arch::Lm => config.init_lm::<TestBackend>(vocab, &device()).num_params(),
+            Arch::Lm | Arch::Encoder => config.init_lm::<TestBackend>(vocab, &device()).num_params(),
             Arch::Seq2seq => config.init_seq2seq::<TestBackend>(vocab, &device()).num_params(),
             Arch::Notes => config.init_notes::<TestBackend>(vocab, &device()).num_params(),
         };

@@ -23,7 +23,7 @@ use crate::rng::Rng;
 use crate::trained::weights_dir;
 
 /// The seed of evaluation masks (fixed: not `train.seed`, so runs compare on one masking).
-pub const EVAL_MASK_SEED: u64 = 0x6d6c_6d;
+pub const EVAL_MASK_SEED: u64 = 0x006d_6c6d; // "mlm"
 
 /// Sufficient statistics of a masked evaluation.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
