@@ -46,7 +46,7 @@ fn train_then_eval_and_generate_follow_the_command_line_contract() {
     assert!(eval.status.success(), "{}", String::from_utf8_lossy(&eval.stderr));
     let text = String::from_utf8(eval.stdout).unwrap();
     let last: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
-    for key in ["loss", "ppl", "ppl_word", "bpc", "dynamic_ppl"] {
+    for key in ["loss", "ppl", "ppl_word", "bpc", "bits_per_byte", "dynamic_ppl"] {
         assert!(last[key].as_f64().is_some_and(f64::is_finite), "{key} in {last}");
     }
 
@@ -95,4 +95,24 @@ fn configuration_errors_name_the_key_and_exit_non_zero() {
     let out = xtask(&["train", "--resume", "--run", run.to_str().unwrap()]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("no checkpoint to resume in"));
     assert!(!run.join("checkpoints").exists(), "nothing written by failed commands");
+}
+
+/// A masked LM: `eval`'s last line carries the masked-LM keys; `generate` refuses it.
+#[test]
+fn a_masked_lm_run_evaluates_with_the_masked_keys_and_cannot_generate() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("mlm");
+    let out = train(&run, &["--set", "model.arch=encoder", "--set", "train.objective=mlm"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("masked acc."));
+    let eval = xtask(&["eval", "--run", run.to_str().unwrap()]);
+    assert!(eval.status.success(), "{}", String::from_utf8_lossy(&eval.stderr));
+    let text = String::from_utf8(eval.stdout).unwrap();
+    let last: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    for key in ["masked_loss", "masked_ppl", "masked_accuracy", "baseline_accuracy"] {
+        assert!(last[key].as_f64().is_some_and(f64::is_finite), "{key} in {last}");
+    }
+    let gen = xtask(&["generate", "--run", run.to_str().unwrap(), "--prompt", "x"]);
+    assert!(!gen.status.success());
+    assert!(String::from_utf8_lossy(&gen.stderr).contains("masked LM"), "{}", String::from_utf8_lossy(&gen.stderr));
 }

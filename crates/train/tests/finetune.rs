@@ -14,7 +14,7 @@ use attend_train::{RunOptions, Summary};
 use burn::tensor::TensorData;
 
 mod common;
-use common::serial;
+use common::{serial, StopAt};
 
 type B = burn::backend::Autodiff<burn_ndarray::NdArray<f32>>;
 type I = burn_ndarray::NdArray<f32>;
@@ -160,4 +160,37 @@ fn a_base_run_of_another_shape_is_refused_naming_the_parameter_and_both_shapes()
     let missing = config(5, &["train.init_from=\"/nonexistent/run\"".into()]);
     let err = train(&missing, &dir.path().join("none")).unwrap_err();
     assert!(err.contains("/nonexistent/run") && err.contains("not a run directory"), "{err}");
+}
+
+fn train_losses(dir: &Path) -> Vec<(u64, f64)> {
+    std::fs::read_to_string(dir.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["event"] == "train")
+        .map(|v| (v["step"].as_u64().unwrap(), v["loss"].as_f64().unwrap()))
+        .collect()
+}
+
+/// On resume the base run is not read again (its weights are in the checkpoint, its
+/// vocabulary in the run directory), the freezing is made again, and the losses go on exactly.
+#[test]
+fn a_stopped_lora_fine_tune_resumes_with_exactly_the_losses_of_an_uninterrupted_one() {
+    let _turn = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("base");
+    train(&config(20, &[]), &base).unwrap();
+    let lora = config(12, &[init_from(&base), "model.lora_rank=2".into(), "model.dropout=0.1".into()]);
+    let straight = dir.path().join("straight");
+    train(&lora, &straight).unwrap();
+
+    let stopped = dir.path().join("stopped");
+    let stop = AtomicBool::new(false);
+    let opts = RunOptions { run_dir: stopped.clone(), data_dir: dir.path().join("no-data"), resume: false };
+    train_lm::<B>(&lora, &opts, &Default::default(), &mut StopAt { at: 5, stop: &stop }, &stop).unwrap();
+    std::fs::rename(&base, dir.path().join("base-moved-away")).unwrap();
+    let opts = RunOptions { resume: true, ..opts };
+    let resumed = train_lm::<B>(&lora, &opts, &Default::default(), &mut Quiet, &AtomicBool::new(false)).unwrap();
+    assert_eq!(resumed.trainable_params, 2 * 4 * 2 * 32);
+    assert_eq!(train_losses(&stopped), train_losses(&straight));
 }
