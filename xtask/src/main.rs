@@ -13,6 +13,7 @@ mod bpe;
 mod chrf;
 mod data;
 mod eval;
+mod export;
 mod generate;
 mod params;
 mod train;
@@ -53,6 +54,8 @@ enum Command {
     Params(params::ParamsArgs),
     /// The paper's Table 3: train a base configuration and its variations, one sub-run each; a Markdown table and JSON lines.
     Ablate(ablate::AblateArgs),
+    /// Write a run's weights as safetensors: a HuggingFace GPT-2 directory when the model is GPT-2-shaped.
+    Export(export::ExportArgs),
     /// Download a named public dataset into the data directory, checking every sha256.
     Data(data::DataArgs),
 }
@@ -82,6 +85,7 @@ fn main() {
         Command::Params(args) => params::run(args),
         Command::Data(args) => data::run(args),
         Command::Ablate(args) => ablate::run(args),
+        Command::Export(args) => export::run(args),
     };
     if let Err(err) = result {
         // One line: the outermost context, then each cause.

@@ -15,6 +15,7 @@ pub mod config;
 pub mod data;
 pub mod error;
 pub mod evaluate;
+pub mod export;
 pub mod finetune;
 pub mod fit;
 pub mod generate;
