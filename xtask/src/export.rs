@@ -20,7 +20,7 @@ pub struct ExportArgs {
 }
 
 pub fn run(args: ExportArgs) -> Result<()> {
-    type B = burn::backend::NdArray<f32>;
+    type B = burn_ndarray::NdArray<f32>;
     let exported = export::<B>(&args.run, &args.out, &Default::default())
         .with_context(|| format!("exporting {} to {}", args.run.display(), args.out.display()))?;
     match &exported.not_gpt2 {

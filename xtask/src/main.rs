@@ -15,6 +15,7 @@ mod data;
 mod eval;
 mod export;
 mod generate;
+mod import;
 mod params;
 mod train;
 mod translate;
@@ -56,6 +57,8 @@ enum Command {
     Ablate(ablate::AblateArgs),
     /// Write a run's weights as safetensors: a HuggingFace GPT-2 directory when the model is GPT-2-shaped.
     Export(export::ExportArgs),
+    /// Turn a HuggingFace GPT-2 directory into a run (eval, generate, fine-tuning use it).
+    Import(import::ImportArgs),
     /// Download a named public dataset into the data directory, checking every sha256.
     Data(data::DataArgs),
 }
@@ -86,6 +89,7 @@ fn main() {
         Command::Data(args) => data::run(args),
         Command::Ablate(args) => ablate::run(args),
         Command::Export(args) => export::run(args),
+        Command::Import(args) => import::run(args),
     };
     if let Err(err) = result {
         // One line: the outermost context, then each cause.

@@ -55,8 +55,13 @@ pub enum Positions {
 pub enum Activation {
     /// `max(0, x)`, the paper (section 3.3).
     Relu,
-    /// Exact GELU `x·Φ(x)` with the erf form (GPT-2, nanoGPT); see [`crate::gelu`].
+    /// Exact GELU `x·Φ(x)` with the erf form (nanoGPT, PyTorch's `nn.GELU()`); see [`crate::gelu`].
     Gelu,
+    /// GELU's tanh approximation `½x(1 + tanh(√(2/π)(x + 0.044715x³)))`, the one OpenAI's
+    /// GPT-2 was trained with (`activation_function = "gelu_new"` in HuggingFace), for
+    /// imported GPT-2 weights; composed from Burn operations.
+    #[serde(rename = "gelu_tanh")]
+    GeluTanh,
 }
 
 /// How parameters are initialized.

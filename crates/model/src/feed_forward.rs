@@ -47,5 +47,13 @@ pub fn activate<B: Backend, const D: usize>(x: Tensor<B, D>, activation: Activat
     match activation {
         Activation::Relu => relu(x),
         Activation::Gelu => gelu(x),
+        Activation::GeluTanh => gelu_tanh(x),
     }
+}
+
+/// `½x(1 + tanh(√(2/π)(x + 0.044715x³)))` (Hendrycks & Gimpel's approximation; GPT-2's).
+pub fn gelu_tanh<B: Backend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> {
+    let inner =
+        (x.clone() + x.clone().powi_scalar(3).mul_scalar(0.044715)).mul_scalar((2.0 / std::f64::consts::PI).sqrt());
+    x.mul_scalar(0.5) * (inner.tanh() + 1.0)
 }

@@ -33,6 +33,9 @@ use crate::error::{io_err, TrainError};
 use crate::finetune::named_values;
 use crate::trained::load_lm;
 
+/// A tensor on the host: its shape and values.
+pub type HostTensor = (Vec<usize>, Vec<f32>);
+
 /// What `export` wrote.
 #[derive(Debug)]
 pub struct Exported {
@@ -86,7 +89,7 @@ pub fn export<B: Backend>(run: &Path, out: &Path, device: &B::Device) -> Result<
 }
 
 /// `[shape], values` of a tensor.
-fn host<B: Backend, const D: usize>(t: Tensor<B, D>) -> (Vec<usize>, Vec<f32>) {
+fn host<B: Backend, const D: usize>(t: Tensor<B, D>) -> HostTensor {
     (t.dims().to_vec(), t.into_data().convert::<f32>().to_vec::<f32>().unwrap_or_default())
 }
 
@@ -109,8 +112,8 @@ fn gpt2<B: Backend>(
     out: &Path,
 ) -> Result<Vec<PathBuf>, TrainError> {
     let m = &config.model;
-    let mut tensors: Vec<(String, (Vec<usize>, Vec<f32>))> = Vec::new();
-    let mut put = |name: String, value: (Vec<usize>, Vec<f32>)| tensors.push((name, value));
+    let mut tensors: Vec<(String, HostTensor)> = Vec::new();
+    let mut put = |name: String, value: HostTensor| tensors.push((name, value));
     let norm = |n: &attend_model::norm::LayerNorm<B>| {
         let gamma = n.gamma.val();
         let beta = n.beta.as_ref().map_or_else(|| gamma.zeros_like(), Param::val);
@@ -164,7 +167,11 @@ fn gpt2<B: Backend>(
         "n_layer": m.n_layers,
         "n_head": m.n_heads,
         "n_inner": m.d_ff,
-        "activation_function": match m.activation { Activation::Gelu => "gelu", Activation::Relu => "relu" },
+        "activation_function": match m.activation {
+            Activation::Gelu => "gelu",
+            Activation::GeluTanh => "gelu_new",
+            Activation::Relu => "relu",
+        },
         "layer_norm_epsilon": m.norm_eps,
         "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0,
         "scale_attn_weights": true,
@@ -187,7 +194,7 @@ fn own_names<B: Backend>(
     device: &B::Device,
 ) -> Result<Vec<PathBuf>, TrainError> {
     let values = load_any::<B>(run, config, device)?;
-    let tensors: Vec<(String, (Vec<usize>, Vec<f32>))> = values
+    let tensors: Vec<(String, HostTensor)> = values
         .into_iter()
         .map(|(path, data)| {
             let shape = data.shape.to_vec();
@@ -204,7 +211,7 @@ fn own_names<B: Backend>(
 }
 
 fn write_safetensors(
-    tensors: &[(String, (Vec<usize>, Vec<f32>))],
+    tensors: &[(String, HostTensor)],
     metadata: Option<HashMap<String, String>>,
     path: &Path,
 ) -> Result<(), TrainError> {

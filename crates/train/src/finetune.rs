@@ -161,12 +161,21 @@ impl<B: Backend> ModuleMapper<B> for Copier {
 pub fn copy_weights<B: Backend, S: Module<B>, M: Module<B>>(source: &S, target: M) -> Result<M, Vec<CopyError>> {
     let mut lister = Lister { stack: PathStack::default(), found: Vec::new(), values: Some(HashMap::new()) };
     source.visit(&mut lister);
-    let order: Vec<String> = lister.found.into_iter().map(|p| p.path).collect();
-    let mut copier =
-        Copier { stack: PathStack::default(), index: 0, source: lister.values.unwrap_or_default(), errors: Vec::new() };
+    set_weights(target, lister.values.unwrap_or_default())
+}
+
+/// `target` with the parameter of each path in `values` set to that value (shapes checked);
+/// every other parameter but the adapters must be given, and every value must be used.
+pub fn set_weights<B: Backend, M: Module<B>>(
+    target: M,
+    values: HashMap<String, TensorData>,
+) -> Result<M, Vec<CopyError>> {
+    let mut copier = Copier { stack: PathStack::default(), index: 0, source: values, errors: Vec::new() };
     let copied = target.map(&mut copier);
     let mut errors = copier.errors;
-    errors.extend(order.into_iter().filter(|p| copier.source.contains_key(p)).map(CopyError::Extra));
+    let mut extra: Vec<String> = copier.source.into_keys().collect();
+    extra.sort();
+    errors.extend(extra.into_iter().map(CopyError::Extra));
     if errors.is_empty() {
         Ok(copied)
     } else {

@@ -19,6 +19,7 @@ pub mod export;
 pub mod finetune;
 pub mod fit;
 pub mod generate;
+pub mod import;
 pub mod lm_eval;
 pub mod metrics_log;
 pub mod mlm_eval;

@@ -99,7 +99,7 @@ fn a_gpt2_shaped_run_exports_gpt2_names_and_layouts_with_lora_folded_in() {
     assert_eq!(shape, [16, 48]);
     let scale = 8.0 / 2.0;
     for (part, name) in ["query", "key", "value"].iter().enumerate() {
-        let p = format!("layers.0.self_attention");
+        let p = "layers.0.self_attention";
         let w = &ours[&format!("{p}.{name}.weight")];
         let (a, b) = (&ours[&format!("{p}.adapters.{name}.a")], &ours[&format!("{p}.adapters.{name}.b")]);
         assert!(b.iter().any(|&x| x != 0.0), "the adapter trained");

@@ -52,6 +52,8 @@ pub enum DataError {
     BpeVocab(usize),
     #[error("{} and {} are not line-aligned: {} and {} lines", sources.display(), targets.display(), lines.0, lines.1)]
     Unaligned { sources: PathBuf, targets: PathBuf, lines: (usize, usize) },
+    #[error("data.dataset is empty (a run made by `import` has none): give `eval` a --data FILE, or fine-tune it with train.init_from and a dataset of its own")]
+    NoDataset,
     #[error("data.tokenizer: {0}")]
     Tokenizer(String),
     #[error("{path}: {symbol:?} of the {split} split is not in the vocabulary")]
@@ -130,6 +132,7 @@ pub fn load_lm_with(
         other if Path::new(other).is_file() || other.contains(['/', '\\', '.']) => {
             split_file(config, Path::new(other), opts)
         }
+        "" => Err(DataError::NoDataset),
         other => Err(DataError::Unknown(other.to_string())),
     }
 }

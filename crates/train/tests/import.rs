@@ -1,0 +1,59 @@
+//! `import`: a tiny random GPT-2 made by HuggingFace `transformers` (`fixtures/gpt2-tiny/`,
+//! with the script that made it) becomes a run whose tokenizer gives `tokenizers`' ids and
+//! whose logits are `transformers`' to 1e-5; export then import again changes no logit.
+
+use std::path::Path;
+
+use attend_train::export::export;
+use attend_train::import::import_gpt2;
+use attend_train::trained::load_lm;
+use burn::tensor::{Int, Tensor, TensorData};
+
+type I = burn_ndarray::NdArray<f32>;
+
+fn fixture() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gpt2-tiny")
+}
+
+fn logits(run: &Path, ids: &[u32]) -> Vec<f32> {
+    let trained = load_lm::<I>(run, &Default::default()).unwrap();
+    let x = TensorData::new(ids.iter().map(|&i| i as i64).collect::<Vec<_>>(), [1, ids.len()]);
+    trained.model.forward(Tensor::<I, 2, Int>::from_data(x, &Default::default())).into_data().to_vec::<f32>().unwrap()
+}
+
+#[test]
+fn an_imported_gpt2_gives_the_ids_and_logits_of_transformers_and_survives_a_round_trip() {
+    let expected: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture().join("expected.json")).unwrap()).unwrap();
+    let ids: Vec<u32> = expected["ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
+    let want: Vec<f32> = expected["logits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r.as_array().unwrap().clone())
+        .map(|v| v.as_f64().unwrap() as f32)
+        .collect();
+
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("imported");
+    let config = import_gpt2::<I>(&fixture(), &run, &Default::default()).unwrap();
+    assert_eq!((config.model.d_model, config.model.n_layers, config.model.block_size), (8, 2, 32));
+    let trained = load_lm::<I>(&run, &Default::default()).unwrap();
+    let text = expected["text"].as_str().unwrap();
+    assert_eq!(&trained.codec.encode(text).unwrap()[..ids.len()], ids.as_slice(), "tokenizers' ids");
+
+    let ours = logits(&run, &ids);
+    assert_eq!(ours.len(), want.len());
+    let worst = ours.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+    assert!(worst < 1e-5, "largest logit difference {worst}");
+
+    let exported = dir.path().join("exported");
+    assert!(export::<I>(&run, &exported, &Default::default()).unwrap().not_gpt2.is_none());
+    let again = dir.path().join("again");
+    import_gpt2::<I>(&exported, &again, &Default::default()).unwrap();
+    assert_eq!(logits(&again, &ids), ours, "identical logits after export and import");
+    assert!(import_gpt2::<I>(&fixture(), &run, &Default::default())
+        .unwrap_err()
+        .to_string()
+        .contains("already holds a run"));
+}
