@@ -17,6 +17,7 @@ mod export;
 mod generate;
 mod import;
 mod params;
+mod pictures;
 mod train;
 mod translate;
 
@@ -59,6 +60,10 @@ enum Command {
     Export(export::ExportArgs),
     /// Turn a HuggingFace GPT-2 directory into a run (eval, generate, fine-tuning use it).
     Import(import::ImportArgs),
+    /// A trained model's attention on a text: one SVG per layer, heads side by side.
+    Attention(pictures::AttentionArgs),
+    /// Positional encodings as a picture: the sinusoids, or a run's learned table (--run).
+    Positions(pictures::PositionsArgs),
     /// Download a named public dataset into the data directory, checking every sha256.
     Data(data::DataArgs),
 }
@@ -90,6 +95,8 @@ fn main() {
         Command::Ablate(args) => ablate::run(args),
         Command::Export(args) => export::run(args),
         Command::Import(args) => import::run(args),
+        Command::Attention(args) => pictures::run_attention(args),
+        Command::Positions(args) => pictures::run_positions(args),
     };
     if let Err(err) = result {
         // One line: the outermost context, then each cause.

@@ -34,6 +34,8 @@ pub enum TrainError {
     NotLm,
     #[error("train.init_from = {}: {message}", run.display())]
     InitFrom { run: PathBuf, message: String },
+    #[error("{0}")]
+    Usage(String),
     #[error("train.freeze: {0}")]
     Freeze(String),
     #[error("{0} holds a language model (model.arch = \"lm\" or \"notes\"); translation needs an encoder-decoder run (arch = \"seq2seq\")")]

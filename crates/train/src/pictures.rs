@@ -1,0 +1,205 @@
+//! `attention` and `positions`: a trained model's attention weights on a text, one SVG per
+//! layer with the heads side by side and the tokens on both axes (rows attend to columns),
+//! like the paper's attention figures; and positional encodings as a picture (the
+//! sinusoids of section 3.5, or a run's learned table).
+//!
+//! Language models draw their (causal, or for a masked LM bidirectional) self-attention,
+//! `layer-N.svg`. Translation models draw `encoder-layer-N.svg` (source × source),
+//! `decoder-self-layer-N.svg` (target × target) and `decoder-cross-layer-N.svg`
+//! (target × source), the target being `<s>` followed by `--text` (teacher forcing).
+
+use std::path::{Path, PathBuf};
+
+use attend_model::{positions::sinusoid_table, DecoderOnly, LanguageModel};
+use burn::tensor::backend::Backend;
+use burn::tensor::{Int, Tensor, TensorData};
+
+use crate::average::load_weights;
+use crate::config::RunConfig;
+use crate::data::codec::LmCodec;
+use crate::data::mt_dataset::IDS;
+use crate::error::{io_err, PromptError, TrainError};
+use crate::heatmap::{svg, token_label, Panel, Scale};
+use crate::trained::{load_lm, weights_dir};
+use crate::translate::load_mt_run;
+
+const CELL: f32 = 14.0;
+
+fn ids_tensor<B: Backend>(ids: &[u32], device: &B::Device) -> Tensor<B, 2, Int> {
+    Tensor::from_data(TensorData::new(ids.iter().map(|&i| i as i64).collect::<Vec<_>>(), [1, ids.len()]), device)
+}
+
+/// One panel per head of `weights` (`[1, heads, rows, cols]`).
+fn heads<B: Backend>(weights: Tensor<B, 4>, rows: &[String], cols: &[String]) -> Vec<Panel> {
+    let [_, h, r, c] = weights.dims();
+    let values = weights.into_data().convert::<f32>().to_vec::<f32>().unwrap_or_default();
+    (0..h)
+        .map(|i| Panel {
+            title: format!("head {}", i + 1),
+            rows: rows.to_vec(),
+            cols: cols.to_vec(),
+            values: values[i * r * c..(i + 1) * r * c].to_vec(),
+        })
+        .collect()
+}
+
+fn write(out: &Path, name: &str, title: &str, panels: &[Panel], scale: Scale) -> Result<PathBuf, TrainError> {
+    let path = out.join(name);
+    std::fs::write(&path, svg(title, panels, scale, CELL)).map_err(io_err(&path))?;
+    Ok(path)
+}
+
+/// Draws the attention of the model in `run` on `text` (and `source` for translation) into `out`.
+pub fn attention<B: Backend>(
+    run: &Path,
+    text: &str,
+    source: Option<&str>,
+    out: &Path,
+    device: &B::Device,
+) -> Result<Vec<PathBuf>, TrainError> {
+    let config = RunConfig::from_resolved(&run.join("config.toml"))?;
+    std::fs::create_dir_all(out).map_err(io_err(out))?;
+    let empty = || TrainError::Prompt(PromptError::Empty);
+    let mut files = Vec::new();
+    match config.model.arch {
+        attend_model::Arch::Seq2seq => {
+            let source = source.ok_or_else(|| {
+                TrainError::Usage("--source is required for a translation model (the sentence to translate)".into())
+            })?;
+            let trained = load_mt_run::<B>(run, device)?;
+            let label = |i: &u32| match *i {
+                i if i == IDS.bos => "<s>".to_string(),
+                i if i == IDS.eos => "</s>".to_string(),
+                i => token_label(&trained.tokenizer.decode(&[i])),
+            };
+            let src: Vec<u32> = trained.tokenizer.encode(source).into_iter().chain([IDS.eos]).collect();
+            let tgt: Vec<u32> = [IDS.bos].into_iter().chain(trained.tokenizer.encode(text)).collect();
+            let (src_labels, tgt_labels): (Vec<String>, Vec<String>) =
+                (src.iter().map(label).collect(), tgt.iter().map(label).collect());
+            let output = trained.model.forward_with_attention(ids_tensor(&src, device), None, ids_tensor(&tgt, device));
+            for (i, w) in output.encoder_weights.into_iter().enumerate() {
+                let title = format!("encoder self-attention, layer {}", i + 1);
+                files.push(write(
+                    out,
+                    &format!("encoder-layer-{}.svg", i + 1),
+                    &title,
+                    &heads(w, &src_labels, &src_labels),
+                    Scale::Unit,
+                )?);
+            }
+            for (i, w) in output.decoder_self_weights.into_iter().enumerate() {
+                let title = format!("decoder self-attention, layer {}", i + 1);
+                files.push(write(
+                    out,
+                    &format!("decoder-self-layer-{}.svg", i + 1),
+                    &title,
+                    &heads(w, &tgt_labels, &tgt_labels),
+                    Scale::Unit,
+                )?);
+            }
+            for (i, w) in output.decoder_cross_weights.into_iter().enumerate() {
+                let title = format!("encoder-decoder attention, layer {}", i + 1);
+                files.push(write(
+                    out,
+                    &format!("decoder-cross-layer-{}.svg", i + 1),
+                    &title,
+                    &heads(w, &tgt_labels, &src_labels),
+                    Scale::Unit,
+                )?);
+            }
+        }
+        attend_model::Arch::Encoder => {
+            let codec = LmCodec::load(run)?;
+            let ids = codec.encode_prompt(text).map_err(|s| TrainError::Prompt(PromptError::UnknownSymbol(s)))?;
+            if ids.is_empty() {
+                return Err(empty());
+            }
+            let model_config = attend_model::ModelConfig { dropout: 0.0, ..config.model.clone() };
+            let model: LanguageModel<B> =
+                load_weights(model_config.init_lm(codec.len(), device), &weights_dir(run)?, device)?;
+            let labels: Vec<String> = ids.iter().map(|&i| token_label(&codec.decode(&[i]))).collect();
+            for (i, w) in model.forward_bidirectional(ids_tensor(&ids, device)).1.into_iter().enumerate() {
+                let title = format!("bidirectional self-attention, layer {}", i + 1);
+                files.push(write(
+                    out,
+                    &format!("layer-{}.svg", i + 1),
+                    &title,
+                    &heads(w, &labels, &labels),
+                    Scale::Unit,
+                )?);
+            }
+        }
+        _ => {
+            let trained = load_lm::<B>(run, device)?;
+            let mut ids =
+                trained.codec.encode_prompt(text).map_err(|s| TrainError::Prompt(PromptError::UnknownSymbol(s)))?;
+            if ids.is_empty() {
+                return Err(empty());
+            }
+            ids.truncate(config.model.block_size);
+            let labels: Vec<String> = ids.iter().map(|&i| token_label(&trained.codec.decode(&[i]))).collect();
+            let x = ids_tensor(&ids, device);
+            let weights = match &trained.model {
+                DecoderOnly::Gpt(m) => m.forward_with_attention(x).1,
+                DecoderOnly::Notes(m) => vec![m.forward_cached(x, &mut m.empty_cache()).1],
+            };
+            for (i, w) in weights.into_iter().enumerate() {
+                let title = format!("causal self-attention, layer {}", i + 1);
+                files.push(write(
+                    out,
+                    &format!("layer-{}.svg", i + 1),
+                    &title,
+                    &heads(w, &labels, &labels),
+                    Scale::Unit,
+                )?);
+            }
+        }
+    }
+    Ok(files)
+}
+
+/// The sinusoidal encodings `P[t, i]` of `len` positions and `d_model` dimensions.
+pub fn sinusoid_panel(d_model: usize, len: usize) -> Panel {
+    Panel {
+        title: format!("sinusoidal positions: P[t, 2i] = sin(t / 10000^(2i/{d_model})), P[t, 2i+1] = cos(…)"),
+        rows: (0..len).map(|t| t.to_string()).collect(),
+        cols: (0..d_model).map(|i| i.to_string()).collect(),
+        values: sinusoid_table(0, len, d_model),
+    }
+}
+
+/// A run's learned position table, its first `len` positions (all when `None`).
+pub fn learned_panel<B: Backend>(run: &Path, len: Option<usize>, device: &B::Device) -> Result<Panel, TrainError> {
+    let trained = load_lm::<B>(run, device)?;
+    let DecoderOnly::Gpt(model) = &trained.model else { return Err(TrainError::NotLm) };
+    let table = model.positions.learned.as_ref().ok_or_else(|| {
+        TrainError::Usage(format!(
+            "{}: its positions are not learned (model.positions); drop --run for the sinusoids",
+            run.display()
+        ))
+    })?;
+    let [rows, d] = table.val().dims();
+    let rows = len.map_or(rows, |l| l.min(rows));
+    let values = table.val().slice([0..rows, 0..d]).into_data().convert::<f32>().to_vec::<f32>().unwrap_or_default();
+    Ok(Panel {
+        title: format!("learned positions of {}", run.display()),
+        rows: (0..rows).map(|t| t.to_string()).collect(),
+        cols: (0..d).map(|i| i.to_string()).collect(),
+        values,
+    })
+}
+
+/// Writes one panel of positions to `out` (blue negative, red positive).
+pub fn write_positions(panel: &Panel, out: &Path) -> Result<(), TrainError> {
+    let cell = (900.0 / panel.cols.len().max(panel.rows.len()) as f32).clamp(2.0, 14.0);
+    std::fs::write(
+        out,
+        svg(
+            "positional encodings (rows: position t; columns: dimension)",
+            std::slice::from_ref(panel),
+            Scale::Signed,
+            cell,
+        ),
+    )
+    .map_err(io_err(out))
+}

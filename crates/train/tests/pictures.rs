@@ -1,0 +1,71 @@
+//! `attention` and `positions`: one SVG per layer with every head's weights on the text's
+//! tokens (causal: nothing above the diagonal), and the sinusoids as the paper defines them.
+
+use std::sync::atomic::AtomicBool;
+
+use attend_train::config::RunConfig;
+use attend_train::pictures::{attention, sinusoid_panel};
+use attend_train::tasks::train_lm;
+use attend_train::RunOptions;
+
+mod common;
+use common::serial;
+
+type B = burn::backend::Autodiff<burn_ndarray::NdArray<f32>>;
+type I = burn_ndarray::NdArray<f32>;
+
+struct Quiet;
+impl attend_train::Observer for Quiet {}
+
+#[test]
+fn attention_draws_every_head_of_every_layer_and_a_causal_model_never_looks_ahead() {
+    let _turn = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let sets: Vec<String> = [
+        "data.synthetic_size=2000",
+        "data.synthetic_vocab=8",
+        "model.d_model=16",
+        "model.n_heads=2",
+        "model.n_layers=2",
+        "model.d_ff=32",
+        "model.block_size=8",
+        "train.max_steps=4",
+        "train.batch_size=4",
+        "train.eval_every=4",
+        "train.eval_batches=1",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let config = RunConfig::load(None, &sets).unwrap();
+    let run = dir.path().join("run");
+    let opts = RunOptions { run_dir: run.clone(), data_dir: dir.path().to_path_buf(), resume: false };
+    train_lm::<B>(&config, &opts, &Default::default(), &mut Quiet, &AtomicBool::new(false)).unwrap();
+    let vocab: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("vocab.json")).unwrap()).unwrap();
+    let words: Vec<&str> = vocab["symbols"].as_array().unwrap().iter().take(5).map(|s| s.as_str().unwrap()).collect();
+
+    let out = dir.path().join("pictures");
+    let files = attention::<I>(&run, &words.join(" "), None, &out, &Default::default()).unwrap();
+    assert_eq!(files.len(), 2, "one file per layer");
+    for file in files {
+        let svg = std::fs::read_to_string(file).unwrap();
+        assert_eq!(svg.matches("<rect").count(), 2 * 5 * 5, "2 heads of 5 x 5 tokens");
+        for (row, query) in words.iter().enumerate() {
+            for key in &words[row + 1..] {
+                assert!(svg.contains(&format!("<title>{query}, {key}: 0.000</title>")), "{query} looks ahead at {key}");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_sinusoid_panel_is_the_paper_s_formula() {
+    let panel = sinusoid_panel(16, 10);
+    let at = |t: usize, i: usize| panel.values[t * 16 + i];
+    for (t, i) in [(3usize, 4usize), (9, 7)] {
+        let angle = t as f64 / 10000f64.powf((i - i % 2) as f64 / 16.0);
+        let want = if i % 2 == 0 { angle.sin() } else { angle.cos() };
+        assert!((at(t, i) as f64 - want).abs() < 1e-5, "P[{t}, {i}]");
+    }
+}

@@ -1,0 +1,66 @@
+//! `cargo xtask attention` and `cargo xtask positions`: attention weights on a text, one SVG
+//! per layer with the heads side by side, and positional encodings as a picture
+//! (`attend_train::pictures`).
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use attend_train::pictures::{attention, learned_panel, sinusoid_panel, write_positions};
+use clap::Args;
+
+type B = burn_ndarray::NdArray<f32>;
+
+#[derive(Args)]
+pub struct AttentionArgs {
+    /// The run directory.
+    #[arg(long)]
+    run: PathBuf,
+    /// The text (a translation model's target side, read with teacher forcing).
+    #[arg(long)]
+    text: String,
+    /// Translation models: the source sentence.
+    #[arg(long)]
+    source: Option<String>,
+    /// The directory to write the SVG files into.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+pub fn run_attention(args: AttentionArgs) -> Result<()> {
+    let files = attention::<B>(&args.run, &args.text, args.source.as_deref(), &args.out, &Default::default())
+        .with_context(|| format!("drawing the attention of {}", args.run.display()))?;
+    for file in files {
+        println!("wrote {}", file.display());
+    }
+    Ok(())
+}
+
+#[derive(Args)]
+pub struct PositionsArgs {
+    /// Width of the sinusoidal encodings (ignored with --run).
+    #[arg(long, default_value_t = 128)]
+    d_model: usize,
+    /// Positions to draw.
+    #[arg(long, default_value_t = 100)]
+    len: usize,
+    /// Draw this run's learned position table instead of the sinusoids.
+    #[arg(long)]
+    run: Option<PathBuf>,
+    /// The SVG file to write.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+pub fn run_positions(args: PositionsArgs) -> Result<()> {
+    if args.d_model == 0 || args.len == 0 {
+        anyhow::bail!("--d-model and --len must be at least 1");
+    }
+    let panel = match &args.run {
+        Some(run) => learned_panel::<B>(run, Some(args.len), &Default::default())
+            .with_context(|| format!("reading the positions of {}", run.display()))?,
+        None => sinusoid_panel(args.d_model, args.len),
+    };
+    write_positions(&panel, &args.out)?;
+    println!("wrote {} ({} positions x {} dimensions)", args.out.display(), panel.rows.len(), panel.cols.len());
+    Ok(())
+}
