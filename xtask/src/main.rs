@@ -11,6 +11,7 @@ mod bench;
 mod bleu;
 mod bpe;
 mod chrf;
+mod compress;
 mod data;
 mod eval;
 mod export;
@@ -64,6 +65,10 @@ enum Command {
     Attention(pictures::AttentionArgs),
     /// Positional encodings as a picture: the sinusoids, or a run's learned table (--run).
     Positions(pictures::PositionsArgs),
+    /// Compress stdin to stdout with a language model (arithmetic coding); bits per byte beside gzip, xz, zstd on stderr.
+    Compress(compress::CompressArgs),
+    /// Invert `compress` with the same run.
+    Decompress(compress::CompressArgs),
     /// Download a named public dataset into the data directory, checking every sha256.
     Data(data::DataArgs),
 }
@@ -97,6 +102,8 @@ fn main() {
         Command::Import(args) => import::run(args),
         Command::Attention(args) => pictures::run_attention(args),
         Command::Positions(args) => pictures::run_positions(args),
+        Command::Compress(args) => compress::run_compress(args),
+        Command::Decompress(args) => compress::run_decompress(args),
     };
     if let Err(err) = result {
         // One line: the outermost context, then each cause.

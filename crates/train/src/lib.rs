@@ -7,10 +7,12 @@
 //! run directory) and docs/math.md (generated data).
 
 pub mod ablate;
+pub mod arith;
 pub mod asgd;
 pub mod average;
 pub mod base_run;
 pub mod checkpoint;
+pub mod compress;
 pub mod config;
 pub mod data;
 pub mod error;
