@@ -1,7 +1,7 @@
 //! `cargo xtask bpe train|encode|decode`: the byte-level BPE tokenizer from the command line.
 
 use std::io::{BufRead, BufWriter, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use attend_bpe::{Tokenizer, Trainer, TrainerConfig};
@@ -20,9 +20,19 @@ enum BpeCommand {
         /// Training text files, read line by line.
         #[arg(long = "input", required = true, num_args = 1..)]
         inputs: Vec<PathBuf>,
-        /// Vocabulary size, special tokens and the 256 byte tokens included.
+        /// Vocabulary size, special tokens and the 256 byte tokens included (byte-level BPE).
+        #[arg(long, required_unless_present = "classic")]
+        vocab_size: Option<usize>,
+        /// Sennrich's classic BPE instead (subword-nmt): whitespace words, `</w>` at each word's
+        /// end, `--merges` merges; writes a codes file beside tokenizer.json.
+        #[arg(long, requires = "merges", conflicts_with_all = ["vocab_size", "special"])]
+        classic: bool,
+        /// Classic BPE: the number of merges to learn.
         #[arg(long)]
-        vocab_size: usize,
+        merges: Option<usize>,
+        /// Classic BPE: where to write subword-nmt's codes file (default: the output with `.codes`).
+        #[arg(long, requires = "classic")]
+        codes: Option<PathBuf>,
         /// Where to write tokenizer.json (written atomically).
         #[arg(long)]
         output: PathBuf,
@@ -50,7 +60,11 @@ const BATCH_LINES: usize = 1 << 14;
 
 pub fn run(args: BpeArgs) -> Result<()> {
     match args.command {
-        BpeCommand::Train { inputs, vocab_size, output, min_frequency, special } => {
+        BpeCommand::Train { inputs, classic: true, merges, codes, output, min_frequency, .. } => {
+            train_classic(&inputs, merges.unwrap_or(0), min_frequency, &output, codes)
+        }
+        BpeCommand::Train { inputs, vocab_size, output, min_frequency, special, .. } => {
+            let vocab_size = vocab_size.context("--vocab-size is required (or --classic with --merges)")?;
             let started = std::time::Instant::now();
             let trainer =
                 Trainer::new(TrainerConfig { vocab_size, min_frequency, special_tokens: special, show_progress: true })
@@ -76,6 +90,35 @@ pub fn run(args: BpeArgs) -> Result<()> {
         BpeCommand::Encode { tokenizer } => encode(&Tokenizer::load(&tokenizer)?),
         BpeCommand::Decode { tokenizer } => decode(&Tokenizer::load(&tokenizer)?),
     }
+}
+
+/// Classic BPE (`attend_bpe::classic`): the codes file and the HuggingFace tokenizer.json.
+fn train_classic(
+    inputs: &[PathBuf],
+    merges: usize,
+    min_frequency: u64,
+    output: &Path,
+    codes: Option<PathBuf>,
+) -> Result<()> {
+    let mut text = String::new();
+    for input in inputs {
+        text.push_str(
+            &std::fs::read_to_string(input).with_context(|| format!("{}: expected UTF-8 text", input.display()))?,
+        );
+        text.push('\n');
+    }
+    let bpe = attend_bpe::classic::learn(&text, merges, min_frequency);
+    let codes = codes.unwrap_or_else(|| output.with_extension("codes"));
+    std::fs::write(&codes, bpe.codes()).with_context(|| format!("writing {}", codes.display()))?;
+    std::fs::write(output, bpe.tokenizer_json()).with_context(|| format!("writing {}", output.display()))?;
+    eprintln!(
+        "learned {} merges over {} symbols; wrote {} and {}",
+        bpe.merges.len(),
+        bpe.alphabet.len(),
+        codes.display(),
+        output.display()
+    );
+    Ok(())
 }
 
 /// Reads stdin line by line; `line_no` counts from 1. Invalid UTF-8 names the line.

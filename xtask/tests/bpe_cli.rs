@@ -123,3 +123,36 @@ fn truncated_or_foreign_tokenizer_json_is_a_one_line_error() {
     let out = xtask(&["bpe", "encode", "--tokenizer", tok], b"ok\n\xff\n");
     assert_one_line_error(&out, "stdin line 2");
 }
+
+/// `bpe train --classic`: subword-nmt's codes file (the paper's corpus gives the merges
+/// `subword-nmt learn-bpe -s 4` prints) and a HuggingFace tokenizer.json with `</w>`.
+#[test]
+fn classic_bpe_writes_subword_nmt_codes_and_a_huggingface_tokenizer() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("paper.txt");
+    let text = "low ".repeat(5) + &"lower ".repeat(2) + &"newest ".repeat(6) + &"widest ".repeat(3);
+    std::fs::write(&input, text).unwrap();
+    let output = dir.path().join("classic.json");
+    let args = [
+        "bpe",
+        "train",
+        "--classic",
+        "--merges",
+        "4",
+        "--input",
+        input.to_str().unwrap(),
+        "--output",
+        output.to_str().unwrap(),
+    ];
+    let out = xtask(&args, b"");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let codes = std::fs::read_to_string(dir.path().join("classic.codes")).unwrap();
+    assert_eq!(codes, "#version: 0.2\ns t</w>\ne st</w>\nl o\nw est</w>\n");
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&output).unwrap()).unwrap();
+    assert_eq!(json["model"]["end_of_word_suffix"], "</w>");
+    assert_eq!(json["model"]["merges"][3], "w est</w>");
+    assert_eq!(json["pre_tokenizer"]["type"], "WhitespaceSplit");
+    let missing = xtask(&["bpe", "train", "--classic", "--input", input.to_str().unwrap(), "--output", "x.json"], b"");
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert!(!missing.status.success() && stderr.contains("--merges") && !stderr.contains("panicked"), "{stderr}");
+}

@@ -30,6 +30,7 @@
 //! ```
 
 pub mod byte_level;
+pub mod classic;
 mod corpus;
 mod encode;
 mod error;
