@@ -52,7 +52,11 @@ pub fn run(args: BleuArgs) -> Result<()> {
     let score = corpus_bleu(&hyps, &refs, &config)?;
     let signature = config.signature(refs.len());
     match args.format {
-        Format::Text => println!("{}", score.format(&signature)),
+        Format::Text => {
+            // stdout stays exactly sacreBLEU's line (scripts parse it); the reading goes to stderr.
+            println!("{}", score.format(&signature));
+            eprintln!("interpretation: {}", attend_metrics::bleu::interpretation(score.score));
+        }
         Format::Json => println!("{}", serde_json::to_string(&score.to_json(&signature))?),
     }
     Ok(())

@@ -8,6 +8,7 @@
 //!
 //! A corpus score is computed from summed statistics, never as a mean of sentence scores.
 
+pub mod band;
 pub mod score;
 pub mod stats;
 
@@ -16,6 +17,7 @@ use rayon::prelude::*;
 use crate::signature::BleuSignature;
 use crate::{MetricsError, Smoothing, Tokenizer};
 
+pub use band::interpretation;
 pub use score::{BleuJson, BleuScore};
 pub use stats::BleuStats;
 
