@@ -30,6 +30,21 @@ pub struct TrainState {
 }
 
 impl TrainState {
+    /// The state of a run that has not taken a step yet.
+    pub fn fresh(seed: u64) -> Self {
+        TrainState {
+            step: 0,
+            epoch: 0,
+            data_position: 0,
+            seed,
+            best_valid_loss: None,
+            best_step: None,
+            evals_without_improvement: 0,
+            tokens: 0,
+            wall_s: 0.0,
+        }
+    }
+
     /// Why a run in this state has nothing left to do, if it has not: `max_steps` reached,
     /// `max_epochs` reached, or early stopping (`patience` evaluations without improvement).
     pub fn finished(&self, train: &crate::config::TrainConfig) -> Option<&'static str> {

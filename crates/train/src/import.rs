@@ -217,17 +217,7 @@ fn write_run<B: Backend>(
     let path = run.join("config.toml");
     std::fs::write(&path, config.to_toml()).map_err(io_err(&path))?;
     codec.save(run).map_err(io_err(run))?;
-    let state = TrainState {
-        step: 0,
-        epoch: 0,
-        data_position: 0,
-        seed: config.train.seed,
-        best_valid_loss: None,
-        best_step: None,
-        evals_without_improvement: 0,
-        tokens: 0,
-        wall_s: 0.0,
-    };
+    let state = TrainState::fresh(config.train.seed);
     checkpoint::write_atomically(&run.join("best"), &state, |tmp| {
         let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
         model.clone().save_file(tmp.join("model"), &recorder).map_err(|e| e.to_string())

@@ -49,6 +49,23 @@ fn write(out: &Path, name: &str, title: &str, panels: &[Panel], scale: Scale) ->
     Ok(path)
 }
 
+/// One file per layer of `weights`, `{name}-{N}.svg`, titled `{what}, layer N`.
+fn layers<B: Backend>(
+    out: &Path,
+    name: &str,
+    what: &str,
+    weights: Vec<Tensor<B, 4>>,
+    rows: &[String],
+    cols: &[String],
+) -> Result<Vec<PathBuf>, TrainError> {
+    let mut files = Vec::with_capacity(weights.len());
+    for (i, w) in weights.into_iter().enumerate() {
+        let title = format!("{what}, layer {}", i + 1);
+        files.push(write(out, &format!("{name}-{}.svg", i + 1), &title, &heads(w, rows, cols), Scale::Unit)?);
+    }
+    Ok(files)
+}
+
 /// Draws the attention of the model in `run` on `text` (and `source` for translation) into `out`.
 pub fn attention<B: Backend>(
     run: &Path,
@@ -77,36 +94,18 @@ pub fn attention<B: Backend>(
             let (src_labels, tgt_labels): (Vec<String>, Vec<String>) =
                 (src.iter().map(label).collect(), tgt.iter().map(label).collect());
             let output = trained.model.forward_with_attention(ids_tensor(&src, device), None, ids_tensor(&tgt, device));
-            for (i, w) in output.encoder_weights.into_iter().enumerate() {
-                let title = format!("encoder self-attention, layer {}", i + 1);
-                files.push(write(
-                    out,
-                    &format!("encoder-layer-{}.svg", i + 1),
-                    &title,
-                    &heads(w, &src_labels, &src_labels),
-                    Scale::Unit,
-                )?);
-            }
-            for (i, w) in output.decoder_self_weights.into_iter().enumerate() {
-                let title = format!("decoder self-attention, layer {}", i + 1);
-                files.push(write(
-                    out,
-                    &format!("decoder-self-layer-{}.svg", i + 1),
-                    &title,
-                    &heads(w, &tgt_labels, &tgt_labels),
-                    Scale::Unit,
-                )?);
-            }
-            for (i, w) in output.decoder_cross_weights.into_iter().enumerate() {
-                let title = format!("encoder-decoder attention, layer {}", i + 1);
-                files.push(write(
-                    out,
-                    &format!("decoder-cross-layer-{}.svg", i + 1),
-                    &title,
-                    &heads(w, &tgt_labels, &src_labels),
-                    Scale::Unit,
-                )?);
-            }
+            let (src, tgt) = (&src_labels, &tgt_labels);
+            files.extend(layers(out, "encoder-layer", "encoder self-attention", output.encoder_weights, src, src)?);
+            files.extend(layers(
+                out,
+                "decoder-self-layer",
+                "decoder self-attention",
+                output.decoder_self_weights,
+                tgt,
+                tgt,
+            )?);
+            let cross = output.decoder_cross_weights;
+            files.extend(layers(out, "decoder-cross-layer", "encoder-decoder attention", cross, tgt, src)?);
         }
         attend_model::Arch::Encoder => {
             let codec = LmCodec::load(run)?;
@@ -118,16 +117,8 @@ pub fn attention<B: Backend>(
             let model: LanguageModel<B> =
                 load_weights(model_config.init_lm(codec.len(), device), &weights_dir(run)?, device)?;
             let labels: Vec<String> = ids.iter().map(|&i| token_label(&codec.decode(&[i]))).collect();
-            for (i, w) in model.forward_bidirectional(ids_tensor(&ids, device)).1.into_iter().enumerate() {
-                let title = format!("bidirectional self-attention, layer {}", i + 1);
-                files.push(write(
-                    out,
-                    &format!("layer-{}.svg", i + 1),
-                    &title,
-                    &heads(w, &labels, &labels),
-                    Scale::Unit,
-                )?);
-            }
+            let weights = model.forward_bidirectional(ids_tensor(&ids, device)).1;
+            files = layers(out, "layer", "bidirectional self-attention", weights, &labels, &labels)?;
         }
         _ => {
             let trained = load_lm::<B>(run, device)?;
@@ -143,16 +134,7 @@ pub fn attention<B: Backend>(
                 DecoderOnly::Gpt(m) => m.forward_with_attention(x).1,
                 DecoderOnly::Notes(m) => vec![m.forward_cached(x, &mut m.empty_cache()).1],
             };
-            for (i, w) in weights.into_iter().enumerate() {
-                let title = format!("causal self-attention, layer {}", i + 1);
-                files.push(write(
-                    out,
-                    &format!("layer-{}.svg", i + 1),
-                    &title,
-                    &heads(w, &labels, &labels),
-                    Scale::Unit,
-                )?);
-            }
+            files = layers(out, "layer", "causal self-attention", weights, &labels, &labels)?;
         }
     }
     Ok(files)

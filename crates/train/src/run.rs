@@ -95,17 +95,7 @@ pub(crate) fn start<B: AutodiffBackend, M: AutodiffModule<B>>(
     let path = run.join("config.toml");
     std::fs::write(&path, config.to_toml()).map_err(io_err(&path))?;
     write_vocab(run).map_err(io_err(run))?;
-    let state = TrainState {
-        step: 0,
-        epoch: 0,
-        data_position: 0,
-        seed: config.train.seed,
-        best_valid_loss: None,
-        best_step: None,
-        evals_without_improvement: 0,
-        tokens: 0,
-        wall_s: 0.0,
-    };
+    let state = TrainState::fresh(config.train.seed);
     Ok((model, optim, state))
 }
 
