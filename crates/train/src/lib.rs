@@ -36,6 +36,7 @@ pub mod run;
 pub mod schedule;
 pub mod task;
 pub mod tasks;
+pub mod tfevents;
 pub mod trained;
 pub mod translate;
 

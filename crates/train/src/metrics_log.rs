@@ -1,6 +1,8 @@
 //! `metrics.jsonl`: one JSON object per line, each with `event` and `step`
 //! (docs/architecture.md, The run directory). A resumed run first cuts the file back to its
 //! checkpoint's step, dropping a partial last line that a SIGKILL may have left, then appends.
+//! Every event's numbers also go to TensorBoard's events file beside it ([`crate::tfevents`]),
+//! cut back the same way.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -10,11 +12,13 @@ use serde_json::Value;
 /// The log of one run.
 pub struct MetricsLog {
     path: PathBuf,
+    events: PathBuf,
 }
 
 impl MetricsLog {
     pub fn new(path: PathBuf) -> Self {
-        MetricsLog { path }
+        let events = path.with_file_name(crate::tfevents::FILE_NAME);
+        MetricsLog { path, events }
     }
 
     pub fn path(&self) -> &Path {
@@ -26,12 +30,14 @@ impl MetricsLog {
         let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&self.path)?;
         let mut line = event.to_string();
         line.push('\n');
-        file.write_all(line.as_bytes())
+        file.write_all(line.as_bytes())?;
+        crate::tfevents::append(&self.events, event)
     }
 
     /// Keeps the complete lines whose `step` is at most `step` (and no `summary`), dropping
     /// everything after; rewrites the file atomically.
     pub fn cut_to_step(&self, step: u64) -> std::io::Result<()> {
+        crate::tfevents::cut_to_step(&self.events, step)?;
         let text = match std::fs::read_to_string(&self.path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),

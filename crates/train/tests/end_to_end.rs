@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicBool;
 
 use attend_train::config::RunConfig;
 use attend_train::tasks::{train_lm, LmValid};
-use attend_train::{Observer, RunOptions, Summary};
+use attend_train::{tfevents, Observer, RunOptions, Summary};
 use serde_json::Value;
 
 mod common;
@@ -100,10 +100,22 @@ fn resume_after_a_stop_logs_exactly_the_losses_of_an_uninterrupted_run() {
     let mut text = std::fs::read_to_string(&log).unwrap();
     text.push_str("{\"event\":\"train\",\"lo");
     std::fs::write(&log, text).unwrap();
+    // And a torn record at the end of TensorBoard's events file.
+    let tb = stopped.path().join(tfevents::FILE_NAME);
+    let mut bytes = std::fs::read(&tb).unwrap();
+    bytes.extend_from_slice(&[30, 0, 0, 0, 0, 0, 0, 0, 1, 2]);
+    std::fs::write(&tb, bytes).unwrap();
 
     let resumed = run(&config, stopped.path(), true).unwrap();
     assert_eq!(resumed.step, 20);
     assert_eq!(events(stopped.path(), "train"), events(straight.path(), "train"));
+    let scalars = |dir: &Path| tfevents::read_scalars(&dir.join(tfevents::FILE_NAME)).unwrap();
+    let straight_tb = scalars(straight.path());
+    let train_losses = straight_tb.iter().filter(|(_, tag, _)| tag == "train/loss").count();
+    assert_eq!(train_losses, 20, "every logged step is in TensorBoard's file");
+    let losses =
+        |s: Vec<(u64, String, f32)>| s.into_iter().filter(|(_, tag, _)| tag.ends_with("loss")).collect::<Vec<_>>();
+    assert_eq!(losses(scalars(stopped.path())), losses(straight_tb), "the resumed events file matches");
     assert_eq!(
         resumed.valid.as_ref().unwrap().loss(),
         run(&config, straight.path(), true).unwrap().valid.as_ref().unwrap().loss()
