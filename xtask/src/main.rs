@@ -19,6 +19,7 @@ mod generate;
 mod import;
 mod params;
 mod pictures;
+mod soak;
 mod train;
 mod translate;
 
@@ -71,6 +72,9 @@ enum Command {
     Decompress(compress::CompressArgs),
     /// Download a named public dataset into the data directory, checking every sha256.
     Data(data::DataArgs),
+    /// SIGKILL small training runs at chosen moments, resume them, and check that every logged
+    /// loss equals an uninterrupted run's.
+    Soak(soak::SoakArgs),
 }
 
 fn main() {
@@ -104,12 +108,18 @@ fn main() {
         Command::Positions(args) => pictures::run_positions(args),
         Command::Compress(args) => compress::run_compress(args),
         Command::Decompress(args) => compress::run_decompress(args),
+        Command::Soak(args) => soak::run(args),
     };
     if let Err(err) = result {
         // One line: the outermost context, then each cause.
         let mut line = format!("error: {err}");
+        // (A message that already ends with its cause, as `{path}: {source}` does, does not
+        // repeat it.)
         for cause in err.chain().skip(1) {
-            line.push_str(&format!(": {cause}"));
+            let cause = cause.to_string();
+            if !line.ends_with(&cause) {
+                line.push_str(&format!(": {cause}"));
+            }
         }
         eprintln!("{line}");
         std::process::exit(1);

@@ -30,8 +30,12 @@ pub fn load_model<B: Backend>(
     load_weights(model, dir, device)
 }
 
-/// Loads the weights saved in checkpoint directory `dir` into `model` (same architecture).
+/// Loads the weights saved in checkpoint directory `dir` into `model` (same architecture),
+/// after checking the directory's manifest and the weights' paths, shapes and values against
+/// `model` (so Burn never parses a damaged or mismatched file).
 pub fn load_weights<B: Backend, M: Module<B>>(model: M, dir: &Path, device: &B::Device) -> Result<M, CheckpointError> {
+    checkpoint::manifest::verify(dir)?;
+    checkpoint::verify::model_file(&dir.join("model.mpk"), &crate::finetune::parameters(&model))?;
     model
         .load_file(dir.join("model"), &Recorder::new(), device)
         .map_err(|e| CheckpointError::Corrupt { path: dir.join("model.mpk"), message: e.to_string() })

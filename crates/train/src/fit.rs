@@ -77,21 +77,28 @@ pub fn fit<B: AutodiffBackend, T: Task<B>>(
             interrupted: flags.1,
             already_done: flags.2,
         };
-    if let Some(reason) = state.finished(t) {
+    let finished = state.finished(t);
+    if let (Some(reason), true) = (finished, log.has_summary()) {
         observer.note(&format!("the run already finished at step {} ({reason}); nothing to do", state.step));
         let valid = summary_validation(&task, &optim, &model, device)?;
         let sample = valid.as_ref().map(|v| task.sample(&model, v, device));
         return Ok(summary(&state, valid, sample, (false, false, Some(reason))));
     }
 
-    // 2. The loop.
-    observer.started(state.step + 1, t.max_steps);
+    // 2. The loop (unless a crash came after the last step, in averaging or the summary: then
+    // the run ends as it would have, from its last evaluation's weights).
     let mut last_valid = None;
-    let (mut early_stopped, mut interrupted) = (false, false);
+    let (mut early_stopped, mut interrupted) = (finished == Some(crate::checkpoint::PATIENCE), false);
+    if let Some(reason) = finished {
+        observer.note(&format!("the run stopped after its last step ({reason}): finishing it"));
+        last_valid = Some(task.validate(&optim.eval_weights(&model), device)?);
+    } else {
+        observer.started(state.step + 1, t.max_steps);
+    }
     // Tokens and step time since the last logged step (steps in between are not read back;
     // evaluation and checkpointing are not step time).
     let (mut tokens_since, mut seconds_since) = (0.0, 0.0);
-    while state.step < t.max_steps {
+    while finished.is_none() && state.step < t.max_steps {
         let started = Instant::now();
         let step = state.step + 1;
         B::seed(device, Rng::derive(t.seed, "dropout", step).next_u64());

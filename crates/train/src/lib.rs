@@ -34,6 +34,7 @@ pub mod plot;
 pub mod rng;
 pub mod run;
 pub mod schedule;
+pub mod soak;
 pub mod task;
 pub mod tasks;
 pub mod tfevents;

@@ -34,8 +34,20 @@ impl MetricsLog {
         crate::tfevents::append(&self.events, event)
     }
 
-    /// Keeps the complete lines whose `step` is at most `step` (and no `summary`), dropping
-    /// everything after; rewrites the file atomically.
+    /// Whether the log ends with a whole `summary` line (the run finished and said so).
+    pub fn has_summary(&self) -> bool {
+        let Ok(text) = std::fs::read_to_string(&self.path) else { return false };
+        text.ends_with('\n')
+            && text
+                .lines()
+                .last()
+                .and_then(|l| serde_json::from_str::<Value>(l).ok())
+                .is_some_and(|v| v["event"] == "summary")
+    }
+
+    /// Keeps the complete lines whose `step` is at most `step` (and no `summary` or
+    /// `valid-averaged` evaluation: the end of a run is redone whole), dropping everything
+    /// after; rewrites the file atomically.
     pub fn cut_to_step(&self, step: u64) -> std::io::Result<()> {
         crate::tfevents::cut_to_step(&self.events, step)?;
         let text = match std::fs::read_to_string(&self.path) {
@@ -50,7 +62,7 @@ impl MetricsLog {
             }
             let Ok(v) = serde_json::from_str::<Value>(line) else { break };
             let line_step = v["step"].as_u64().unwrap_or(u64::MAX);
-            if line_step > step || v["event"] == "summary" {
+            if line_step > step || v["event"] == "summary" || v["split"] == "valid-averaged" {
                 break;
             }
             kept.push_str(line);

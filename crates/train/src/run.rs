@@ -74,15 +74,30 @@ pub(crate) fn start<B: AutodiffBackend, M: AutodiffModule<B>>(
     let run = &opts.run_dir;
     let ckpt_root = run.join("checkpoints");
     if opts.resume {
+        checkpoint::recover(run)?;
+        checkpoint::recover(&ckpt_root)?;
         let (step, dir) = checkpoint::latest(&ckpt_root).ok_or_else(|| CheckpointError::NoCheckpoint(run.clone()))?;
         let state = checkpoint::read_state(&dir)?;
+        if state.step != step {
+            let path = dir.join("state.json");
+            let message = format!("says step {}, but it is the checkpoint of step {step}", state.step);
+            return Err(CheckpointError::Corrupt { path, message }.into());
+        }
+        // Burn parses nothing that has not been checked against the run's model.
+        let expected = crate::finetune::parameters(&model);
+        let tensors = checkpoint::verify::model_file(&dir.join("model.mpk"), &expected)?;
+        checkpoint::verify::optimizer_file(&dir.join("optimizer.mpk"), &tensors)?;
+        let mean = dir.join("optimizer-mean.mpk");
+        if mean.exists() {
+            checkpoint::verify::model_file(&mean, &expected)?;
+        }
         let model =
             model.load_file(dir.join("model"), &Recorder::new(), device).map_err(|e| corrupt(&dir, "model.mpk", e))?;
         let optim = optim
             .load(&dir.join("optimizer"), state.step, &model, device)
             .map_err(|e| corrupt(&dir, "optimizer.mpk", e))?;
         // A finished run keeps its log whole (its summary included): there is nothing to redo.
-        if state.finished(&config.train).is_none() {
+        if !(state.finished(&config.train).is_some() && log.has_summary()) {
             log.cut_to_step(step).map_err(io_err(log.path()))?;
             observer.note(&format!("resumed from {} (step {step})", dir.display()));
         }

@@ -184,9 +184,10 @@ pub fn cut_to_step(path: &Path, step: u64) -> std::io::Result<()> {
     };
     let mut keep = 0;
     for (data, end) in records(&bytes) {
-        let is_version = data.get(9) == Some(&0x1a); // file_version follows wall_time
-                                                     // Like `metrics.jsonl`, the cut drops the summary (a resumed run writes a new one).
-        let is_summary = data.windows(8).any(|w| w == b"summary/");
+        // The version record (file_version follows wall_time) stays; like `metrics.jsonl`, the
+        // cut drops the end of a run (a resumed run writes it anew).
+        let is_version = data.get(9) == Some(&0x1a);
+        let is_summary = data.windows(8).any(|w| w == b"summary/") || data.windows(15).any(|w| w == b"valid-averaged/");
         if !is_version && (is_summary || step_of(data).is_none_or(|s| s > step)) {
             break;
         }

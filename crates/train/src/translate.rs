@@ -6,8 +6,6 @@ use std::path::Path;
 
 use attend_model::decode::{beam_search, BeamOptions};
 use attend_model::TranslationModel;
-use burn::module::Module;
-use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, Int, Tensor, TensorData};
 
@@ -112,9 +110,7 @@ pub fn load_mt_run<B: Backend>(run: &Path, device: &B::Device) -> Result<Trained
         MtTokenizer::load(run).map_err(|message| CheckpointError::Corrupt { path: run.to_path_buf(), message })?;
     let weights = weights_dir(run)?;
     let model_config = attend_model::ModelConfig { dropout: 0.0, attention_dropout: 0.0, ..config.model.clone() };
-    let model = model_config
-        .init_seq2seq::<B>(tokenizer.vocab_size(), device)
-        .load_file(weights.join("model"), &NamedMpkFileRecorder::<FullPrecisionSettings>::new(), device)
-        .map_err(|e| CheckpointError::Corrupt { path: weights.join("model.mpk"), message: e.to_string() })?;
+    let model =
+        crate::average::load_weights(model_config.init_seq2seq::<B>(tokenizer.vocab_size(), device), &weights, device)?;
     Ok(TrainedMt { config, tokenizer, model, weights })
 }

@@ -172,6 +172,7 @@ fn corrupt_or_missing_checkpoints_are_refused_with_a_clear_error() {
     std::fs::write(&model, &bytes[..bytes.len() / 2]).unwrap();
     let err = run(&tiny_config(5), dir.path(), true).unwrap_err();
     assert!(err.contains("model.mpk: corrupt or truncated checkpoint"), "{err}");
+    std::fs::write(&model, &bytes).unwrap();
 
     std::fs::write(dir.path().join("checkpoints/step-0000005/state.json"), "{").unwrap();
     let err = run(&tiny_config(5), dir.path(), true).unwrap_err();

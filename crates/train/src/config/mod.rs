@@ -6,6 +6,7 @@
 //! expected; invalid combinations name the keys (`model.n_heads = 3 must divide
 //! model.d_model = 100`).
 
+mod bounds;
 mod resume;
 mod sections;
 
@@ -54,8 +55,12 @@ pub enum ConfigError {
     Model(#[from] attend_model::ConfigError),
     #[error("{key} = {value}: expected {expected}")]
     Invalid { key: &'static str, value: String, expected: &'static str },
+    #[error("{key} = {value}: at most {max} (a bound that keeps time and memory finite; crates/train/src/config/bounds.rs sets it)")]
+    TooLarge { key: &'static str, value: String, max: String },
     #[error("--resume takes the configuration from {}; drop --set", stored.display())]
     SetOnResume { stored: PathBuf },
+    #[error("{}: a run's config.toml names every key, but this one has no {key}: it is damaged or was cut; restore it (checkpoints cannot be used without the configuration that made them)", path.display())]
+    Incomplete { path: PathBuf, key: String },
     #[error("no checkpoint to resume in {}", .0.display())]
     NothingToResume(PathBuf),
     #[error("--config {} differs from {} ({difference}): --resume continues with the run's own configuration; drop --config, or start a new --run", file.display(), stored.display())]
@@ -83,9 +88,13 @@ impl RunConfig {
         Self::from_table(table, &origin)
     }
 
-    /// Reads a fully resolved `config.toml` (a run directory's), with the same checks.
+    /// Reads a fully resolved `config.toml` (a run directory's), with the same checks; it
+    /// must name every key itself (a run never falls back to the defaults: an emptied or cut
+    /// file is an error naming the first key it lacks).
     pub fn from_resolved(path: &Path) -> Result<Self, ConfigError> {
-        Self::load(Some(path), &[])
+        let config = Self::load(Some(path), &[])?;
+        resume::require_every_key(&config, path)?;
+        Ok(config)
     }
 
     fn from_table(table: Table, origin: &str) -> Result<Self, ConfigError> {
@@ -126,6 +135,7 @@ impl RunConfig {
     /// Checks the combinations that serde cannot.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.model.validate()?;
+        self.validate_bounds()?;
         let t = &self.train;
         let positive = |key: &'static str, ok: bool, value: String| {
             if ok {

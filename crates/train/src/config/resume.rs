@@ -29,6 +29,26 @@ impl RunConfig {
     }
 }
 
+/// Checks that the file at `path` (already read into `config`) names every key that `config`
+/// serializes (so none came from the defaults).
+pub(super) fn require_every_key(config: &RunConfig, path: &Path) -> Result<(), ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io { path: path.to_path_buf(), source })?;
+    let file: toml::Table = text.parse().map_err(|e: toml::de::Error| ConfigError::Syntax {
+        origin: path.display().to_string(),
+        message: e.to_string().trim().replace('\n', " "),
+    })?;
+    let full: toml::Table = config.to_toml().parse().expect("serialized TOML parses");
+    for (section, keys) in &full {
+        let theirs = file.get(section).and_then(toml::Value::as_table);
+        for key in keys.as_table().map(|t| t.keys().collect::<Vec<_>>()).unwrap_or_default() {
+            if theirs.is_none_or(|t| !t.contains_key(key)) {
+                return Err(ConfigError::Incomplete { path: path.to_path_buf(), key: format!("{section}.{key}") });
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The run directory a `train` command uses without `--run`: `runs/<config file stem>`, or
 /// `runs/default` for the embedded default.
 pub fn default_run_dir(file: Option<&Path>) -> PathBuf {

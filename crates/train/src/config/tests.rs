@@ -133,3 +133,36 @@ fn resolved_config_round_trips_through_toml() {
     std::fs::write(&path, config.to_toml()).unwrap();
     assert_eq!(RunConfig::from_resolved(&path).unwrap(), config);
 }
+
+#[test]
+fn a_runs_config_that_is_empty_or_cut_is_an_error_never_the_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.toml");
+    std::fs::write(&path, "").unwrap();
+    let err = RunConfig::from_resolved(&path).unwrap_err().to_string();
+    assert!(err.contains("config.toml: a run's config.toml names every key, but this one has no data."), "{err}");
+    let full = RunConfig::load(None, &[]).unwrap().to_toml();
+    let cut: String = full.lines().filter(|l| !l.starts_with("grad_accum")).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&path, cut).unwrap();
+    let err = RunConfig::from_resolved(&path).unwrap_err().to_string();
+    assert!(err.contains("has no train.grad_accum"), "{err}");
+}
+
+#[test]
+fn every_size_like_value_has_an_upper_bound_naming_the_key() {
+    for (set, key) in [
+        ("train.grad_accum=2147483648", "train.grad_accum = 2147483648: at most 4096"),
+        ("data.synthetic_size=4294967296", "data.synthetic_size = 4294967296: at most 100000000"),
+        ("data.vocab_size=100000000", "data.vocab_size = 100000000: at most 1048576"),
+        ("model.n_layers=5000", "model.n_layers = 5000: at most 1024"),
+        ("train.batch_size=1000000", "train.batch_size = 1000000: at most 65536"),
+        ("decode.beam=100000", "decode.beam = 100000: at most 1024"),
+    ] {
+        let err = RunConfig::load(None, &[set.to_string()]).unwrap_err().to_string();
+        assert!(err.starts_with(key), "{set}: {err}");
+    }
+    // Each size within its bound, their product not.
+    let sets = ["model.d_model=65536", "model.n_heads=1", "model.d_ff=262144", "model.n_layers=64"].map(String::from);
+    let err = RunConfig::load(None, &sets).unwrap_err().to_string();
+    assert!(err.starts_with("model (d_model, d_ff, n_heads, d_k, d_v, n_layers, block_size) = about"), "{err}");
+}

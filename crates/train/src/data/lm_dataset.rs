@@ -42,6 +42,8 @@ pub enum DataError {
     Utf8 { path: PathBuf, line: usize },
     #[error("{path}: the {split} split is empty")]
     Empty { path: PathBuf, split: &'static str },
+    #[error("data.dataset = {dataset:?}: {} is not there (named datasets are read from the data directory, here {}). Fetch it with `cargo xtask data fetch {dataset}`, or point --data-dir (or ATTEND_DATA_DIR) at a directory that holds it", path.display(), dir.display())]
+    MissingDataset { dataset: String, dir: PathBuf, path: PathBuf },
     #[error("data.dataset = {0:?}: not a language-modeling dataset (expected synthetic-lm, tiny-shakespeare, ptb or a text file)")]
     Unknown(String),
     #[error(
@@ -87,6 +89,16 @@ fn data_file(dir: &Path, name: &str) -> PathBuf {
     }
 }
 
+/// `path`, a file of the named dataset `dataset` in data directory `data_dir`, if it exists;
+/// else an error that says how to get it.
+pub(crate) fn named_file(dataset: &str, data_dir: &Path, path: PathBuf) -> Result<PathBuf, DataError> {
+    if path.exists() {
+        Ok(path)
+    } else {
+        Err(DataError::MissingDataset { dataset: dataset.into(), dir: data_dir.to_path_buf(), path })
+    }
+}
+
 /// Loads the language-modeling dataset that `config` names.
 pub fn load_lm(config: &DataConfig, data_dir: &Path) -> Result<LmData, DataError> {
     load_lm_with(config, data_dir, None, &[])
@@ -120,10 +132,14 @@ pub fn load_lm_with(
             }
             Ok(data)
         }
-        "tiny-shakespeare" => split_file(config, &data_file(&data_dir.join("tinyshakespeare"), "input.txt"), opts),
+        "tiny-shakespeare" => {
+            let path = data_file(&data_dir.join("tinyshakespeare"), "input.txt");
+            split_file(config, &named_file("tiny-shakespeare", data_dir, path)?, opts)
+        }
         "ptb" => {
             let dir = data_dir.join("ptb");
-            let [train, valid, test] = ["train", "valid", "test"].map(|s| data_file(&dir, &format!("ptb.{s}.txt")));
+            let file = |s: &str| named_file("ptb", data_dir, data_file(&dir, &format!("ptb.{s}.txt")));
+            let [train, valid, test] = [file("train")?, file("valid")?, file("test")?];
             let texts = [read_text(&train)?, read_text(&valid)?, read_text(&test)?];
             from_texts_with(config, &texts, &[train, valid, test], None, opts)
         }

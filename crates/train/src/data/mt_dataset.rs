@@ -99,8 +99,10 @@ pub fn mt_text_splits(config: &DataConfig, data_dir: &Path) -> Result<[TextPairs
         "multi30k" => {
             let dir = data_dir.join("multi30k");
             let split = |name: &str| {
-                let file = |lang: &str| dir.join(format!("{name}.{lang}.gz"));
-                read_pairs(&file(&config.source), &file(&config.target))
+                let file = |lang: &str| {
+                    super::lm_dataset::named_file("multi30k", data_dir, dir.join(format!("{name}.{lang}.gz")))
+                };
+                read_pairs(&file(&config.source)?, &file(&config.target)?)
             };
             Ok([split("train")?, split("val")?, split("test_2016_flickr")?])
         }

@@ -2,10 +2,21 @@
 //! recorder, full precision), `optimizer.mpk` and `state.json` (step, epoch, data position,
 //! seed, best validation loss). Each is written under a temporary name and renamed into place,
 //! so a crash never leaves a half-written checkpoint under a final name (docs/architecture.md).
+//!
+//! Nothing of a checkpoint is trusted before it is checked: `manifest.json` ([`manifest`])
+//! holds every file's SHA-256, and the record files are walked and compared with the run's
+//! model before Burn parses them ([`records`], [`verify`]).
+
+pub mod manifest;
+pub mod records;
+pub mod verify;
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+/// Why [`TrainState::finished`] says an early-stopped run is finished.
+pub const PATIENCE: &str = "train.patience (early stop)";
 
 /// What is needed, besides weights and optimizer moments, to continue exactly.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -53,7 +64,7 @@ impl TrainState {
         } else if train.max_epochs > 0 && self.epoch >= train.max_epochs {
             Some("train.max_epochs")
         } else if train.patience > 0 && self.evals_without_improvement >= train.patience {
-            Some("train.patience (early stop)")
+            Some(PATIENCE)
         } else {
             None
         }
@@ -98,6 +109,7 @@ pub fn write_atomically(
     write(&tmp).map_err(|message| CheckpointError::Corrupt { path: tmp.clone(), message })?;
     let json = serde_json::to_string_pretty(state).expect("state serializes");
     std::fs::write(tmp.join("state.json"), json).map_err(io(&tmp))?;
+    manifest::write(&tmp)?;
     // Replacing a checkpoint (`best/`, `averaged/`): move the old one aside first, so that at
     // every moment one complete copy exists under a known name.
     let old = parent.join(format!(".{name}.old-{}", std::process::id()));
@@ -114,8 +126,32 @@ pub fn write_atomically(
     Ok(())
 }
 
-/// Reads `dir/state.json`.
+/// Tidies what a process killed inside [`write_atomically`] left in `parent`: a half-filled
+/// `.NAME.tmp-PID` is removed; a `.NAME.old-PID` (the previous copy, moved aside) is put back
+/// if `NAME` is missing (the kill came between the two renames), else removed.
+pub fn recover(parent: &Path) -> Result<(), CheckpointError> {
+    let Ok(entries) = std::fs::read_dir(parent) else { return Ok(()) };
+    for entry in entries.flatten() {
+        let file_name = entry.file_name();
+        let Some(hidden) = file_name.to_str().and_then(|n| n.strip_prefix('.')) else { continue };
+        let path = entry.path();
+        if hidden.rsplit_once(".tmp-").is_some_and(|(_, pid)| pid.parse::<u32>().is_ok()) {
+            std::fs::remove_dir_all(&path).map_err(io(&path))?;
+        } else if let Some((name, _)) = hidden.rsplit_once(".old-").filter(|(_, pid)| pid.parse::<u32>().is_ok()) {
+            let final_dir = parent.join(name);
+            if final_dir.exists() {
+                std::fs::remove_dir_all(&path).map_err(io(&path))?;
+            } else {
+                std::fs::rename(&path, &final_dir).map_err(io(&final_dir))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks every file of checkpoint `dir` against its manifest, then reads `dir/state.json`.
 pub fn read_state(dir: &Path) -> Result<TrainState, CheckpointError> {
+    manifest::verify(dir)?;
     let path = dir.join("state.json");
     let text = std::fs::read_to_string(&path).map_err(io(&path))?;
     serde_json::from_str(&text).map_err(|e| CheckpointError::Corrupt { path, message: e.to_string() })
@@ -212,6 +248,21 @@ mod tests {
     }
 
     #[test]
+    fn recovery_removes_half_written_copies_and_restores_one_moved_aside() {
+        let dir = tempfile::tempdir().unwrap();
+        write_atomically(&dir.path().join("best"), &state(1), |_| Ok(())).unwrap();
+        // Killed between the renames: the old copy aside, the new one not yet in place.
+        std::fs::rename(dir.path().join("best"), dir.path().join(".best.old-77")).unwrap();
+        std::fs::create_dir_all(dir.path().join(".best.tmp-77")).unwrap();
+        std::fs::create_dir_all(dir.path().join(".step-0000020.tmp-78")).unwrap();
+        recover(dir.path()).unwrap();
+        assert_eq!(read_state(&dir.path().join("best")).unwrap(), state(1));
+        let names: Vec<String> =
+            std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        assert_eq!(names, ["best"]);
+    }
+
+    #[test]
     fn a_failed_write_leaves_no_checkpoint_under_the_final_name() {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path().join(step_dir_name(5));
@@ -224,6 +275,7 @@ mod tests {
     fn corrupt_state_is_refused_naming_the_file() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("state.json"), "{\"step\": 3,").unwrap();
+        manifest::write(dir.path()).unwrap();
         let err = read_state(dir.path()).unwrap_err();
         assert!(err.to_string().contains("state.json: corrupt or truncated checkpoint"), "{err}");
     }
