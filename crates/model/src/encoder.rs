@@ -135,3 +135,47 @@ pub(crate) fn apply_final_norm<B: Backend>(norm: &Option<LayerNorm<B>>, x: Tenso
         None => x,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use burn::module::{ModuleMapper, Param};
+    use burn_ndarray::NdArray;
+
+    use super::*;
+
+    type B = NdArray<f32>;
+
+    struct Zero;
+    impl ModuleMapper<B> for Zero {
+        fn map_float<const D: usize>(&mut self, param: Param<Tensor<B, D>>) -> Param<Tensor<B, D>> {
+            param.map(|t| t.zeros_like())
+        }
+    }
+
+    /// One layer whose attention and feed-forward weights are all zero but the feed-forward's
+    /// output bias b₂ = (1, 0, 0, 0), LayerNorm gains 1 and shifts 0, on x = (1, 2, 3, 4).
+    /// Both sub-layers' outputs are then known by hand: attention gives 0, the FFN gives b₂.
+    /// Pre-norm (`x + F(LN(x))`): x + 0 + b₂ = (2, 2, 3, 4).
+    /// Post-norm (`LN(x + F(x))`): LN(x) = (−1.341635, −0.447212, 0.447212, 1.341635), then
+    /// LN(LN(x) + b₂) = (−0.823079, −0.969956, 0.274360, 1.518676) (ε = 1e-5).
+    fn one_layer_output(norm: NormPosition) -> Vec<f32> {
+        let device = Default::default();
+        let config = ModelConfig { d_model: 4, n_heads: 1, d_ff: 8, dropout: 0.0, norm, ..ModelConfig::base() };
+        let mut layer = EncoderLayer::<B>::new(&config, &device).map(&mut Zero);
+        for norm in [&mut layer.norm_attention, &mut layer.norm_feed_forward] {
+            norm.gamma = Param::from_tensor(Tensor::ones([4], &device));
+        }
+        layer.feed_forward.w_2.bias = Some(Param::from_tensor(Tensor::from_data([1.0f32, 0.0, 0.0, 0.0], &device)));
+        let x = Tensor::<B, 3>::from_data([[[1.0f32, 2.0, 3.0, 4.0]]], &device);
+        layer.forward(x, None).x.into_data().to_vec().unwrap()
+    }
+
+    #[test]
+    fn pre_norm_and_post_norm_layers_give_their_hand_derived_outputs() {
+        let close = |got: Vec<f32>, want: [f32; 4]| got.iter().zip(want).all(|(g, w)| (g - w).abs() < 1e-5);
+        let pre = one_layer_output(NormPosition::Pre);
+        assert!(close(pre.clone(), [2.0, 2.0, 3.0, 4.0]), "{pre:?}");
+        let post = one_layer_output(NormPosition::Post);
+        assert!(close(post.clone(), [-0.823_079, -0.969_956, 0.274_360, 1.518_676]), "{post:?}");
+    }
+}

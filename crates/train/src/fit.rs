@@ -102,17 +102,8 @@ pub fn fit<B: AutodiffBackend, T: Task<B>>(
         let started = Instant::now();
         let step = state.step + 1;
         B::seed(device, Rng::derive(t.seed, "dropout", step).next_u64());
-        let mut accumulator = GradientsAccumulator::<T::Model>::new();
-        let (mut nll, mut counted, mut processed) = (None::<Tensor<B::InnerBackend, 1>>, 0.0, 0.0);
-        for _ in 0..t.grad_accum {
-            let losses = task.train_loss(&model, &mut state, device);
-            let batch_nll = losses.nll_sum.clone().inner();
-            nll = Some(nll.map_or(batch_nll.clone(), |sum| sum + batch_nll));
-            counted += losses.count;
-            processed += losses.tokens;
-            let grads = losses.objective.div_scalar(t.grad_accum as f64).backward();
-            accumulator.accumulate(&model, GradientsParams::from_grads(grads, &model));
-        }
+        let (accumulator, nll, counted, processed) =
+            accumulate(&model, t.grad_accum, || task.train_loss(&model, &mut state, device));
         state.tokens += processed as u64;
         state.epoch = task.epoch(&state);
         let last_step = step == t.max_steps || (t.max_epochs > 0 && state.epoch >= t.max_epochs);
@@ -210,6 +201,29 @@ pub fn fit<B: AutodiffBackend, T: Task<B>>(
     Ok(result)
 }
 
+/// One optimizer step's gradients over `k` micro-batches drawn by `micro`: each objective (a
+/// mean over its positions) is divided by `k` before its backward, so the accumulated
+/// gradient is the mean of the micro-batches' — that of one batch `k` times as large. Also
+/// the summed NLL (on the device), the positions counted and the tokens processed.
+pub(crate) fn accumulate<B: AutodiffBackend, M: AutodiffModule<B>>(
+    model: &M,
+    k: usize,
+    mut micro: impl FnMut() -> crate::objective::Losses<B>,
+) -> (GradientsAccumulator<M>, Option<Tensor<B::InnerBackend, 1>>, f64, f64) {
+    let mut accumulator = GradientsAccumulator::<M>::new();
+    let (mut nll, mut counted, mut processed) = (None::<Tensor<B::InnerBackend, 1>>, 0.0, 0.0);
+    for _ in 0..k {
+        let losses = micro();
+        let batch_nll = losses.nll_sum.clone().inner();
+        nll = Some(nll.map_or(batch_nll.clone(), |sum| sum + batch_nll));
+        counted += losses.count;
+        processed += losses.tokens;
+        let grads = losses.objective.div_scalar(k as f64).backward();
+        accumulator.accumulate(model, GradientsParams::from_grads(grads, model));
+    }
+    (accumulator, nll, counted, processed)
+}
+
 /// Ends a step: refuses a non-finite loss where it was read (naming the step and the last good
 /// checkpoint), clips the accumulated gradients by global norm and takes the scheduled
 /// optimizer step. Returns the updated model and the learning rate used.
@@ -259,4 +273,36 @@ fn summary_validation<B: AutodiffBackend, T: Task<B>>(
     device: &B::Device,
 ) -> Result<Option<T::Valid>, TrainError> {
     task.cheap_validation().then(|| task.validate(&optim.eval_weights(model), device)).transpose()
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::nn::LinearConfig;
+    use burn::tensor::{Distribution, Int, TensorData};
+
+    use super::*;
+    use crate::objective::cross_entropy;
+
+    type B = burn::backend::Autodiff<burn_ndarray::NdArray<f32>>;
+
+    /// Two micro-batches of 2 rows with `train.grad_accum = 2` give the gradient of one batch
+    /// of the same 4 rows (and so the same update).
+    #[test]
+    fn two_micro_batches_accumulate_to_the_gradient_of_one_batch_of_both() {
+        let device = Default::default();
+        let layer = LinearConfig::new(3, 5).init::<B>(&device);
+        let x = Tensor::<B, 3>::random([1, 4, 3], Distribution::Default, &device);
+        let y = Tensor::<B, 2, Int>::from_data(TensorData::from([[0, 3, 1, 4]]), &device);
+        let rows = |r: std::ops::Range<usize>| {
+            let logits = layer.forward(x.clone().slice([0..1, r.clone(), 0..3]));
+            cross_entropy(logits, y.clone().slice([0..1, r]), None, 0.1)
+        };
+        let (mut one, ..) = accumulate(&layer, 1, || rows(0..4));
+        let mut halves = [0..2, 2..4].into_iter();
+        let (mut two, _, counted, _) = accumulate(&layer, 2, || rows(halves.next().unwrap()));
+        assert_eq!(counted, 4.0);
+        let (one, two) = (one.grads(), two.grads());
+        let get = |g: &GradientsParams| g.get::<burn_ndarray::NdArray<f32>, 2>(layer.weight.id).unwrap().into_data();
+        get(&one).assert_approx_eq::<f32>(&get(&two), burn::tensor::Tolerance::absolute(1e-6));
+    }
 }

@@ -254,4 +254,43 @@ mod tests {
         clip_global_norm(&layer, &mut grads, norm * 2.0);
         assert_eq!(grads.get::<burn_ndarray::NdArray<f32>, 2>(layer.weight.id).unwrap().into_data(), before);
     }
+
+    /// Two steps of `optimizer` on one weight w₀ = 0.5 with loss ½(2w)², whose gradient is 4w.
+    fn two_steps(sets: &[&str]) -> [f32; 2] {
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).chain(["train.weight_decay=0".into()]).collect();
+        let config = crate::config::RunConfig::load(None, &sets).unwrap();
+        let device = Default::default();
+        let mut layer = LinearConfig::new(1, 1).with_bias(false).init::<B>(&device);
+        layer.weight = Param::from_tensor(Tensor::from_data([[0.5f32]], &device));
+        let mut optim = Optim::new(&config.train);
+        let mut out = [0.0; 2];
+        for step in 1..=2 {
+            let x = Tensor::<B, 2>::from_data([[2.0f32]], &device);
+            let loss = layer.forward(x).powi_scalar(2).sum().div_scalar(2.0);
+            let grads = GradientsParams::from_grads(loss.backward(), &layer);
+            layer = optim.step(step, config.train.lr, layer, grads);
+            out[step as usize - 1] = layer.weight.val().into_scalar();
+        }
+        out
+    }
+
+    /// Adam (β₁ 0.9, β₂ 0.999, ε 1e-8, lr 0.1), by hand: g₁ = 2, m₁ = 0.2, v₁ = 0.004, bias-corrected
+    /// 2 and 4, so w₁ = 0.5 − 0.1·2/(2 + ε) ≈ 0.4; g₂ = 1.6, m₂ = 0.34, v₂ = 0.006556, corrected
+    /// 1.789474 and 3.279640, so w₂ = 0.4 − 0.1·1.789474/1.810978 = 0.3011874.
+    #[test]
+    fn adam_takes_the_hand_derived_bias_corrected_steps() {
+        let sets = ["train.optimizer=adam", "train.lr=0.1", "train.beta1=0.9", "train.beta2=0.999", "train.eps=1e-8"];
+        let [w1, w2] = two_steps(&sets);
+        assert!((w1 - 0.4).abs() < 1e-6 && (w2 - 0.301_187_4).abs() < 1e-6, "{w1} {w2}");
+    }
+
+    /// SGD with momentum 0.9 (PyTorch's: no dampening), lr 0.1, by hand: g₁ = 2, buffer 2,
+    /// w₁ = 0.3; g₂ = 1.2, buffer 0.9·2 + 1.2 = 3, w₂ = 0. Without momentum w₂ = 0.3 − 0.12.
+    #[test]
+    fn sgd_with_and_without_momentum_takes_the_hand_derived_steps() {
+        let [w1, w2] = two_steps(&["train.optimizer=sgd", "train.lr=0.1", "train.momentum=0.9"]);
+        assert!((w1 - 0.3).abs() < 1e-6 && w2.abs() < 1e-6, "{w1} {w2}");
+        let [w1, w2] = two_steps(&["train.optimizer=sgd", "train.lr=0.1", "train.momentum=0"]);
+        assert!((w1 - 0.3).abs() < 1e-6 && (w2 - 0.18).abs() < 1e-6, "{w1} {w2}");
+    }
 }

@@ -77,25 +77,7 @@ pub(crate) fn start<B: AutodiffBackend, M: AutodiffModule<B>>(
         checkpoint::recover(run)?;
         checkpoint::recover(&ckpt_root)?;
         let (step, dir) = checkpoint::latest(&ckpt_root).ok_or_else(|| CheckpointError::NoCheckpoint(run.clone()))?;
-        let state = checkpoint::read_state(&dir)?;
-        if state.step != step {
-            let path = dir.join("state.json");
-            let message = format!("says step {}, but it is the checkpoint of step {step}", state.step);
-            return Err(CheckpointError::Corrupt { path, message }.into());
-        }
-        // Burn parses nothing that has not been checked against the run's model.
-        let expected = crate::finetune::parameters(&model);
-        let tensors = checkpoint::verify::model_file(&dir.join("model.mpk"), &expected)?;
-        checkpoint::verify::optimizer_file(&dir.join("optimizer.mpk"), &tensors)?;
-        let mean = dir.join("optimizer-mean.mpk");
-        if mean.exists() {
-            checkpoint::verify::model_file(&mean, &expected)?;
-        }
-        let model =
-            model.load_file(dir.join("model"), &Recorder::new(), device).map_err(|e| corrupt(&dir, "model.mpk", e))?;
-        let optim = optim
-            .load(&dir.join("optimizer"), state.step, &model, device)
-            .map_err(|e| corrupt(&dir, "optimizer.mpk", e))?;
+        let (model, optim, state) = load_checkpoint(&dir, step, model, optim, device)?;
         // A finished run keeps its log whole (its summary included): there is nothing to redo.
         if !(state.finished(&config.train).is_some() && log.has_summary()) {
             log.cut_to_step(step).map_err(io_err(log.path()))?;
@@ -111,6 +93,36 @@ pub(crate) fn start<B: AutodiffBackend, M: AutodiffModule<B>>(
     std::fs::write(&path, config.to_toml()).map_err(io_err(&path))?;
     write_vocab(run).map_err(io_err(run))?;
     let state = TrainState::fresh(config.train.seed);
+    Ok((model, optim, state))
+}
+
+/// Restores `model` and `optim` from checkpoint directory `dir` (of step `step`), after
+/// checking every file against the manifest, the state's step against the directory's, and
+/// every record against `model` (so Burn parses nothing unchecked).
+pub fn load_checkpoint<B: AutodiffBackend, M: AutodiffModule<B>>(
+    dir: &Path,
+    step: u64,
+    model: M,
+    optim: Optim<B, M>,
+    device: &B::Device,
+) -> Result<(M, Optim<B, M>, TrainState), TrainError> {
+    let state = checkpoint::read_state(dir)?;
+    if state.step != step {
+        let path = dir.join("state.json");
+        let message = format!("says step {}, but it is the checkpoint of step {step}", state.step);
+        return Err(CheckpointError::Corrupt { path, message }.into());
+    }
+    let expected = crate::finetune::parameters(&model);
+    let tensors = checkpoint::verify::model_file(&dir.join("model.mpk"), &expected)?;
+    checkpoint::verify::optimizer_file(&dir.join("optimizer.mpk"), &tensors)?;
+    let mean = dir.join("optimizer-mean.mpk");
+    if mean.exists() {
+        checkpoint::verify::model_file(&mean, &expected)?;
+    }
+    let model =
+        model.load_file(dir.join("model"), &Recorder::new(), device).map_err(|e| corrupt(dir, "model.mpk", e))?;
+    let optim =
+        optim.load(&dir.join("optimizer"), state.step, &model, device).map_err(|e| corrupt(dir, "optimizer.mpk", e))?;
     Ok((model, optim, state))
 }
 

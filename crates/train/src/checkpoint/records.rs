@@ -5,7 +5,8 @@
 //! bounds, or asks for terabytes. So the file is walked here first, without building anything:
 //! the MessagePack must be well formed (every length within the file, nesting at most
 //! [`MAX_DEPTH`], nothing after the value); every tensor record (a map with `bytes`, `shape`
-//! and `dtype`) must have exactly `product(shape) × size(dtype)` bytes; and the caller compares
+//! and `dtype`) must have exactly `product(shape) × size(dtype)` bytes and, inside a `RankN`
+//! variant, N dimensions (found by fuzzing: Burn panics otherwise); and the caller compares
 //! the tensors found, by path, with the model the config builds ([`Tensors`]).
 //!
 //! Record layout (Burn 0.21): `{metadata, item}`; a parameter is `{id, param: {bytes, shape,
@@ -34,7 +35,7 @@ pub type Tensors = Vec<TensorRecord>;
 
 /// Walks `bytes` (a whole `.mpk` file); an error says what is wrong and at which byte or path.
 pub fn scan(bytes: &[u8]) -> Result<Tensors, String> {
-    let mut walker = Walker { bytes, at: 0, path: Vec::new(), found: Vec::new() };
+    let mut walker = Walker { bytes, at: 0, path: Vec::new(), ranks: Vec::new(), found: Vec::new() };
     walker.value(0)?;
     if walker.at != bytes.len() {
         return Err(format!("{} bytes after the record's end (byte {})", bytes.len() - walker.at, walker.at));
@@ -59,6 +60,9 @@ struct Walker<'a> {
     bytes: &'a [u8],
     at: usize,
     path: Vec<String>,
+    /// The ranks named by enclosing `RankN` variants (an optimizer's state per parameter):
+    /// Burn builds the tensor inside with that rank, whatever its shape says.
+    ranks: Vec<usize>,
     found: Tensors,
 }
 
@@ -174,12 +178,19 @@ impl<'a> Walker<'a> {
             // not levels of a parameter's path.
             let variant = len == 1 && name.starts_with(|c: char| c.is_ascii_uppercase());
             let level = !(variant || (depth == 0 && name == "item") || name == "param");
+            let rank = name.strip_prefix("Rank").and_then(|n| n.parse::<usize>().ok()).filter(|_| variant);
+            if let Some(rank) = rank {
+                self.ranks.push(rank);
+            }
             if level {
                 self.path.push(name);
             }
             let value = self.value(depth + 1)?;
             if level {
                 self.path.pop();
+            }
+            if rank.is_some() {
+                self.ranks.pop();
             }
             entries.push((key, value));
         }
@@ -210,6 +221,11 @@ impl<'a> Walker<'a> {
             match d {
                 Value::Int(n) if *n >= 0 && *n <= usize::MAX as i128 => shape.push(*n as usize),
                 _ => return Err(format!("{path}: a shape entry is not a size")),
+            }
+        }
+        if let Some(&rank) = self.ranks.last() {
+            if rank != shape.len() {
+                return Err(format!("{path}: a Rank{rank} record holds a tensor of shape {shape:?}"));
             }
         }
         let want = shape.iter().try_fold(size, |acc: usize, &d| acc.checked_mul(d));

@@ -61,6 +61,8 @@ pub enum ConfigError {
     SetOnResume { stored: PathBuf },
     #[error("{}: a run's config.toml names every key, but this one has no {key}: it is damaged or was cut; restore it (checkpoints cannot be used without the configuration that made them)", path.display())]
     Incomplete { path: PathBuf, key: String },
+    #[error("{} is not a run directory (it has no config.toml): give the --run of a trained run, or train one with `cargo xtask train --run {}`", .0.display(), .0.display())]
+    NotARun(PathBuf),
     #[error("no checkpoint to resume in {}", .0.display())]
     NothingToResume(PathBuf),
     #[error("--config {} differs from {} ({difference}): --resume continues with the run's own configuration; drop --config, or start a new --run", file.display(), stored.display())]
@@ -92,6 +94,9 @@ impl RunConfig {
     /// must name every key itself (a run never falls back to the defaults: an emptied or cut
     /// file is an error naming the first key it lacks).
     pub fn from_resolved(path: &Path) -> Result<Self, ConfigError> {
+        if !path.exists() {
+            return Err(ConfigError::NotARun(path.parent().unwrap_or(path).to_path_buf()));
+        }
         let config = Self::load(Some(path), &[])?;
         resume::require_every_key(&config, path)?;
         Ok(config)

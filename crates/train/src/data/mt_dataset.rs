@@ -142,7 +142,7 @@ pub fn load_mt(config: &DataConfig, data_dir: &Path, given: Option<MtTokenizer>)
 }
 
 /// Line-aligned source and target files; unequal line counts and empty files are errors.
-fn read_pairs(source: &Path, target: &Path) -> Result<TextPairs, DataError> {
+pub fn read_pairs(source: &Path, target: &Path) -> Result<TextPairs, DataError> {
     let (s, t) = (read_text(source)?, read_text(target)?);
     let (s, t): (Vec<&str>, Vec<&str>) = (s.lines().collect(), t.lines().collect());
     if s.len() != t.len() {

@@ -85,3 +85,13 @@ fn a_non_finite_weight_is_found_with_its_index() {
     assert_eq!(found[0].first_non_finite, Some(0));
     assert!(found[1..].iter().all(|t| t.first_non_finite.is_none()));
 }
+
+/// Found by fuzzing (fuzz/seeds/checkpoint/crash-checkpoint-1-…): an optimizer state whose
+/// `Rank1` variant was changed to `Rank0` made Burn panic building a 0-dimensional tensor
+/// from 8 values.
+#[test]
+fn a_rank_variant_that_disagrees_with_the_shape_is_refused() {
+    let crash = include_bytes!("../../../../../fuzz/seeds/checkpoint/crash-checkpoint-1-rank0-optimizer.mpk");
+    let err = scan(&crash[1..]).unwrap_err();
+    assert!(err.contains("a Rank0 record holds a tensor of shape [8]"), "{err}");
+}
