@@ -13,8 +13,11 @@ use attend_train::optimizer::Optim;
 
 type B = burn::backend::Autodiff<burn_ndarray::NdArray<f32>>;
 
+/// A target: arbitrary bytes in, whether they were accepted out.
+pub type Target = fn(&[u8]) -> bool;
+
 /// Every target, by name (the names of `fuzz/fuzz_targets/*.rs`).
-pub const TARGETS: [(&str, fn(&[u8]) -> bool); 8] = [
+pub const TARGETS: [(&str, Target); 8] = [
     ("tokenizer_json", tokenizer_json),
     ("checkpoint", checkpoint),
     ("config", config),

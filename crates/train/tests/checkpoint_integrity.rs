@@ -202,3 +202,33 @@ fn a_crash_after_the_last_step_during_averaging_is_finished_exactly_on_resume() 
             && losses(straight.path()).last().unwrap().starts_with("\"summary\"")
     );
 }
+
+/// A checkpoint write that fails (here the writer's temporary directory cannot be made: a
+/// file stands at its path, as a full or read-only disk would fail it) stops the run with an
+/// error naming the path; the previous checkpoint still loads and the run resumes from it.
+#[test]
+fn a_failed_checkpoint_write_stops_the_run_naming_the_path_and_the_previous_checkpoint_loads() {
+    let _turn = serial();
+    let dir = tempfile::tempdir().unwrap();
+    half_run(dir.path());
+    let blocker = dir.path().join(format!("checkpoints/.step-0000010.tmp-{}", std::process::id()));
+    // Put in the way during training (resume tidies leftovers at its start).
+    struct Block(std::path::PathBuf);
+    impl Observer for Block {
+        fn step(&mut self, step: u64, _: f64, _: f64, _: f64) {
+            if step == 8 {
+                std::fs::write(&self.0, b"in the way").unwrap();
+            }
+        }
+    }
+    let config = RunConfig::from_resolved(&dir.path().join("config.toml")).unwrap();
+    let opts = RunOptions { run_dir: dir.path().to_path_buf(), data_dir: dir.path().join("no-data"), resume: true };
+    let err = train_lm::<B>(&config, &opts, &Default::default(), &mut Block(blocker.clone()), &AtomicBool::new(false))
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains(&blocker.display().to_string()), "{err}");
+    assert!(!dir.path().join("checkpoints/step-0000010").exists());
+    std::fs::remove_file(&blocker).unwrap();
+    assert_eq!(resume(dir.path()).unwrap().step, 10, "resumed from step 5's checkpoint");
+}

@@ -136,7 +136,11 @@ pub fn recover(parent: &Path) -> Result<(), CheckpointError> {
         let Some(hidden) = file_name.to_str().and_then(|n| n.strip_prefix('.')) else { continue };
         let path = entry.path();
         if hidden.rsplit_once(".tmp-").is_some_and(|(_, pid)| pid.parse::<u32>().is_ok()) {
-            std::fs::remove_dir_all(&path).map_err(io(&path))?;
+            if path.is_dir() {
+                std::fs::remove_dir_all(&path).map_err(io(&path))?;
+            } else {
+                std::fs::remove_file(&path).map_err(io(&path))?;
+            }
         } else if let Some((name, _)) = hidden.rsplit_once(".old-").filter(|(_, pid)| pid.parse::<u32>().is_ok()) {
             let final_dir = parent.join(name);
             if final_dir.exists() {
