@@ -66,6 +66,16 @@ struct Walker<'a> {
     found: Tensors,
 }
 
+/// Whether `id` is a parameter id as Burn 0.21 writes it: a `u64` in lowercase unpadded
+/// base32hex, 13 characters, the last one's unused low bit zero. Burn's own parser panics on
+/// other strings (found by fuzzing: "Invalid id."), and on longer valid base32 (it copies the
+/// decoded bytes into 8).
+pub fn is_param_id(id: &[u8]) -> bool {
+    let digit = |c: u8| matches!(c, b'0'..=b'9' | b'a'..=b'v');
+    let last = id.last().map_or(0, |&c| if c.is_ascii_digit() { c - b'0' } else { c.wrapping_sub(b'a') + 10 });
+    id.len() == 13 && id.iter().all(|&c| digit(c)) && last % 2 == 0
+}
+
 fn dtype_size(dtype: &str) -> Option<usize> {
     Some(match dtype {
         "F64" | "I64" | "U64" => 8,
@@ -203,6 +213,10 @@ impl<'a> Walker<'a> {
             let record = self.tensor(data, shape, dtype)?;
             self.found.push(record);
         } else if let (Some(Value::Str(id)), Some(_)) = (field("id"), field("param")) {
+            if !is_param_id(id) {
+                let shown = String::from_utf8_lossy(id);
+                return Err(format!("{}: parameter id {shown:?} is not one Burn 0.21 writes", self.path.join(".")));
+            }
             // The tensor inside `param` was found just now: give it its id.
             if let Some(record) = self.found[start..].last_mut() {
                 record.id = Some(String::from_utf8_lossy(id).into_owned());

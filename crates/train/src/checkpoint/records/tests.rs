@@ -95,3 +95,17 @@ fn a_rank_variant_that_disagrees_with_the_shape_is_refused() {
     let err = scan(&crash[1..]).unwrap_err();
     assert!(err.contains("a Rank0 record holds a tensor of shape [8]"), "{err}");
 }
+
+/// Found by fuzzing (fuzz/seeds/checkpoint/crash-checkpoint-2-…): a parameter id Burn cannot
+/// decode made it panic ("Invalid id.") while loading the record.
+#[test]
+fn a_parameter_id_burn_cannot_decode_is_refused() {
+    let crash = include_bytes!("../../../../../fuzz/seeds/checkpoint/crash-checkpoint-2-invalid-id.mpk");
+    let err = scan(&crash[1..]).unwrap_err();
+    assert!(err.contains("is not one Burn 0.21 writes"), "{err}");
+    let (file, _) = saved_model();
+    assert!(scan(&file).unwrap().iter().all(|t| is_param_id(t.id.as_ref().unwrap().as_bytes())));
+    for bad in ["", "0", "r6u6anitbqgc", "r6u6anitbqgcw", "R6U6ANITBQGCI", "r6u6anitbqgcii", "r6u6anitbqgcj"] {
+        assert!(!is_param_id(bad.as_bytes()), "{bad}");
+    }
+}
