@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use attend_train::config::{default_run_dir, RunConfig};
+use attend_train::parallel::{self, Nodes, Parallel};
 use attend_train::tasks::{LmValid, MlmValid, MtValid};
 use attend_train::{Observer, RunOptions, Summary, Trained};
 use burn::tensor::backend::AutodiffBackend;
@@ -36,18 +37,77 @@ pub struct TrainArgs {
     /// Override one key: --set section.key=value (repeatable; same rules as files).
     #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
     sets: Vec<String>,
+    #[command(flatten)]
+    parallel: ParallelArgs,
+}
+
+/// Data parallel on burn-collective (docs/parallel.md).
+#[derive(Args)]
+pub struct ParallelArgs {
+    /// Devices (peers) on this machine: GPUs with wgpu/cuda, CPU peers sharing the cores with
+    /// ndarray. train.batch_size stays the global batch, split evenly over all peers.
+    #[arg(long, default_value_t = 1)]
+    devices: usize,
+    /// Machines in the run (burn-collective's num_nodes); each runs this command with its own
+    /// --node-rank. Needs --orchestrator and --node-address.
+    #[arg(long, requires_all = ["node_rank", "orchestrator", "node_address"])]
+    nodes: Option<u32>,
+    /// This machine's rank, 0..nodes; rank 0 writes the run and starts the orchestrator.
+    #[arg(long, requires = "nodes")]
+    node_rank: Option<u32>,
+    /// The global orchestrator, ws://HOST:PORT (served by rank 0 on PORT).
+    #[arg(long, value_name = "ws://HOST:PORT", requires = "nodes")]
+    orchestrator: Option<String>,
+    /// How the other machines reach this one, ws://HOST:PORT; PORT is this node's data-service port.
+    #[arg(long, value_name = "ws://HOST:PORT", requires = "nodes")]
+    node_address: Option<String>,
+    /// Seconds peers may take to join, and the longest any collective operation may wait
+    /// (another node's evaluation included) before the run stops with an error.
+    #[arg(long, default_value_t = 600)]
+    peer_timeout: u64,
+    /// Fault injection for the tests: PEER:STEP makes that peer panic at that step.
+    #[arg(long, hide = true, value_parser = parse_fail)]
+    fail_peer: Option<(usize, u64)>,
+}
+
+fn parse_fail(s: &str) -> Result<(usize, u64), String> {
+    let (peer, step) = s.split_once(':').ok_or("expected PEER:STEP")?;
+    Ok((peer.parse().map_err(|_| "PEER: a number")?, step.parse().map_err(|_| "STEP: a number")?))
+}
+
+impl ParallelArgs {
+    /// The data-parallel layout, or `None` for the plain one-device loop.
+    fn layout(&self) -> Result<Option<Parallel>> {
+        let nodes = match (self.nodes, self.node_rank, &self.orchestrator, &self.node_address) {
+            (Some(count), Some(rank), Some(orchestrator), Some(address)) => {
+                let port = address.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok());
+                let data_port = port.with_context(|| format!("--node-address {address:?}: expected ws://HOST:PORT"))?;
+                let (orchestrator, address) = (orchestrator.clone(), address.clone());
+                Some(Nodes { count, rank, orchestrator, address, data_port })
+            }
+            _ => None,
+        };
+        if self.devices == 1 && nodes.is_none() {
+            return Ok(None);
+        }
+        let timeout = std::time::Duration::from_secs(self.peer_timeout);
+        Ok(Some(Parallel { devices: self.devices, nodes, timeout, fail: self.fail_peer }))
+    }
 }
 
 pub fn run(args: TrainArgs) -> Result<()> {
     let run_dir = args.run.clone().unwrap_or_else(|| default_run_dir(args.config.as_deref()));
     let config = RunConfig::for_train(args.config.as_deref(), &args.sets, &run_dir, args.resume)?;
     let opts = RunOptions { run_dir, data_dir: args.data_dir, resume: args.resume };
-    run_on(args.backend, Train { config, opts })
+    let parallel = args.parallel.layout()?;
+    run_on(args.backend, Train { config, opts, parallel, backend: args.backend })
 }
 
 struct Train {
     config: RunConfig,
     opts: RunOptions,
+    parallel: Option<Parallel>,
+    backend: Backend,
 }
 
 impl OnBackend for Train {
@@ -57,8 +117,20 @@ impl OnBackend for Train {
         let mut bar = Bar::new();
         let stop = stop_on_ctrl_c()?;
         let run_dir = &self.opts.run_dir;
-        let trained = attend_train::train::<B>(&self.config, &self.opts, device, &mut bar, &stop)
-            .with_context(|| format!("training in {}", run_dir.display()))?;
+        let trained = match &self.parallel {
+            None => Some(attend_train::train::<B>(&self.config, &self.opts, device, &mut bar, &stop)),
+            Some(parallel) => {
+                let shared = self.backend == Backend::Ndarray;
+                let devices = parallel::devices::<B>(parallel.devices, shared, self.backend.name())?;
+                parallel::train_parallel::<B>(&self.config, &self.opts, devices, parallel, &mut bar, &stop).transpose()
+            }
+        };
+        let Some(trained) = trained else {
+            bar.bar.finish_and_clear();
+            println!("this node's peers finished; node 0 (peer 0) writes the run and its summary");
+            return Ok(());
+        };
+        let trained = trained.with_context(|| format!("training in {}", run_dir.display()))?;
         bar.bar.finish_and_clear();
         match trained {
             Trained::Lm(s) => print_summary(&s, run_dir, "tokens", print_lm),

@@ -17,6 +17,8 @@ pub enum TrainError {
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
     #[error(transparent)]
+    Parallel(#[from] crate::parallel::ParallelError),
+    #[error(transparent)]
     Codec(#[from] crate::data::codec::CodecError),
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },

@@ -4,6 +4,10 @@
 //! schedule with `best/` and early stopping, checkpoints and their pruning, Ctrl-C; at the
 //! end checkpoint averaging (or the ASGD mean) and the summary.
 //!
+//! Data parallel ([`crate::parallel`]): every peer runs this loop with its [`Peer`]; each
+//! computes its rows of the batch, the gradients are averaged before clipping, and only
+//! peer 0 logs, evaluates and saves. Stop decisions (Ctrl-C, early stopping) are agreed on.
+//!
 //! Exactness: every random draw derives from `(train.seed, position)` (batches from the data
 //! position, dropout from the step), and checkpoints hold the weights, the optimizer moments and
 //! [`TrainState`], so a resumed run logs the losses an uninterrupted one logs (a test).
@@ -26,6 +30,7 @@ use crate::error::{io_err, TrainError};
 use crate::finetune::{freeze, param_counts};
 use crate::metrics_log::MetricsLog;
 use crate::optimizer::{clip_global_norm, Optim};
+use crate::parallel::Peer;
 use crate::rng::Rng;
 use crate::run::{self, Observer, RunOptions, Summary};
 use crate::schedule::learning_rate;
@@ -33,12 +38,25 @@ use crate::task::{Task, Validation};
 
 /// Trains (or continues) `task` as `config` says, in `opts.run_dir`.
 pub fn fit<B: AutodiffBackend, T: Task<B>>(
+    task: T,
+    config: &RunConfig,
+    opts: &RunOptions,
+    device: &B::Device,
+    observer: &mut dyn Observer,
+    stop: &AtomicBool,
+) -> Result<Summary<T::Valid>, TrainError> {
+    fit_as(task, config, opts, device, observer, stop, &Peer::SOLE)
+}
+
+/// [`fit`] as `peer` of a data-parallel run.
+pub(crate) fn fit_as<B: AutodiffBackend, T: Task<B>>(
     mut task: T,
     config: &RunConfig,
     opts: &RunOptions,
     device: &B::Device,
     observer: &mut dyn Observer,
     stop: &AtomicBool,
+    peer: &Peer,
 ) -> Result<Summary<T::Valid>, TrainError> {
     let t = &config.train;
     let run = &opts.run_dir;
@@ -48,8 +66,11 @@ pub fn fit<B: AutodiffBackend, T: Task<B>>(
     let append = |event: Value| log.append(&event).map_err(io_err(log.path()));
 
     // 1. A fresh run, or the state of the last checkpoint.
-    B::seed(device, t.seed);
-    let mut model = task.init(device);
+    let mut model = {
+        let _random = peer.random_lock();
+        B::seed(device, t.seed);
+        task.init(device)
+    };
     if !opts.resume {
         if let Some(base) = BaseRun::of(config)? {
             model = start_from(&task, &base, config, model, device)?;
@@ -60,8 +81,16 @@ pub fn fit<B: AutodiffBackend, T: Task<B>>(
     // Loading a checkpoint keeps this setting, so it is made before `start` either way.
     let model = freeze(model, &t.freeze, config.model.lora_rank > 0).map_err(TrainError::Freeze)?;
     let (trainable_params, total_params) = param_counts(&model);
-    let (mut model, mut optim, mut state) =
-        run::start(config, opts, model, Optim::new(t), &log, device, observer, |dir| task.write_vocab(dir))?;
+    let (mut model, mut optim, mut state) = if peer.writes() {
+        run::start(config, opts, model, Optim::new(t), &log, device, observer, |dir| task.write_vocab(dir))?
+    } else {
+        (model, Optim::new(t), TrainState::fresh(t.seed))
+    };
+    // The others read the run only once peer 0 has recovered it (or written a fresh one).
+    peer.barrier::<B::InnerBackend>(device, "waiting for peer 0 to start the run")?;
+    if !peer.writes() {
+        (model, optim, state) = run::join(config, opts, model, optim, device)?;
+    }
     let summary =
         |state: &TrainState, valid: Option<T::Valid>, sample, flags: (bool, bool, Option<&'static str>)| Summary {
             step: state.step,
@@ -78,6 +107,9 @@ pub fn fit<B: AutodiffBackend, T: Task<B>>(
             already_done: flags.2,
         };
     let finished = state.finished(t);
+    if let (Some(reason), false) = (finished, peer.writes()) {
+        return Ok(summary(&state, None, None, (false, false, Some(reason))));
+    }
     if let (Some(reason), true) = (finished, log.has_summary()) {
         observer.note(&format!("the run already finished at step {} ({reason}); nothing to do", state.step));
         let valid = summary_validation(&task, &optim, &model, device)?;
@@ -101,9 +133,20 @@ pub fn fit<B: AutodiffBackend, T: Task<B>>(
     while finished.is_none() && state.step < t.max_steps {
         let started = Instant::now();
         let step = state.step + 1;
-        B::seed(device, Rng::derive(t.seed, "dropout", step).next_u64());
-        let (accumulator, nll, counted, processed) =
-            accumulate(&model, t.grad_accum, || task.train_loss(&model, &mut state, device));
+        let (shard, mut micro) = (peer.shard(), 0);
+        if !peer.is_parallel() {
+            B::seed(device, Rng::derive(t.seed, "dropout", step).next_u64());
+        }
+        let (accumulator, nll, counted, processed) = accumulate(&model, t.grad_accum, peer, || {
+            // Peers sharing the process seed and draw their dropout masks one at a time.
+            let _random = peer.random_lock();
+            if peer.is_parallel() {
+                micro += 1;
+                let stream = format!("dropout/peer{}/micro{micro}", peer.index);
+                B::seed(device, Rng::derive(t.seed, &stream, step).next_u64());
+            }
+            task.train_loss(&model, &mut state, device, shard)
+        })?;
         state.tokens += processed as u64;
         state.epoch = task.epoch(&state);
         let last_step = step == t.max_steps || (t.max_epochs > 0 && state.epoch >= t.max_epochs);
@@ -111,12 +154,20 @@ pub fn fit<B: AutodiffBackend, T: Task<B>>(
         let read = |nll: Tensor<B::InnerBackend, 1>| nll.into_scalar().elem::<f64>() / counted;
         let nll = nll.expect("train.grad_accum >= 1");
         let scheduled = [t.log_every, t.eval_every, t.checkpoint_every].iter().any(|&n| step % n == 0) || last_step;
+        // Data parallel: the logged loss is the whole batch's, and a Ctrl-C on any peer (or
+        // node) stops all of them after the same step.
+        let (nll, stopping) = if peer.is_parallel() {
+            let (nll, stopping) = peer.exchange(&model, nll, stop.load(Ordering::Relaxed), step)?;
+            (nll, Some(stopping))
+        } else {
+            (nll, None)
+        };
         let mut loss = scheduled.then(|| read(nll.clone()));
         let lr;
-        (model, lr) = update(model, &mut optim, accumulator, loss, step, config, &ckpt_root)?;
+        (model, lr) = update(model, &mut optim, accumulator, loss, step, config, &ckpt_root, peer)?;
         state.step = step;
         tokens_since += processed;
-        interrupted = stop.load(Ordering::Relaxed);
+        interrupted = stopping.unwrap_or_else(|| stop.load(Ordering::Relaxed));
         if interrupted && loss.is_none() {
             // Ctrl-C between logged steps: check this step's loss before its checkpoint.
             let value = read(nll);
@@ -126,17 +177,19 @@ pub fn fit<B: AutodiffBackend, T: Task<B>>(
         let seconds = started.elapsed().as_secs_f64();
         state.wall_s += seconds;
         seconds_since += seconds;
-        if let Some(loss) = loss {
+        if let (Some(loss), true) = (loss, peer.writes()) {
             let tokens_per_s = tokens_since / seconds_since;
             (tokens_since, seconds_since) = (0.0, 0.0);
             append(json!({"event": "train", "step": step, "loss": loss, "lr": lr, "tokens_per_s": tokens_per_s}))?;
             observer.step(step, loss, lr, tokens_per_s);
-            interrupted = stop.load(Ordering::Relaxed);
+            interrupted = interrupted || (!peer.is_parallel() && stop.load(Ordering::Relaxed));
         }
 
         // Ctrl-C saves a checkpoint but evaluates only on schedule: `best/` and the patience
         // count stay those of a run that was never stopped.
-        if step % t.eval_every == 0 || last_step {
+        let evaluating = step % t.eval_every == 0 || last_step;
+        if evaluating && peer.writes() {
+            peer.alone(true);
             let valid = task.validate(&optim.eval_weights(&model), device)?;
             append(eval_event(step, "valid", &valid, Map::new()))?;
             observer.eval(step, valid.loss());
@@ -155,16 +208,31 @@ pub fn fit<B: AutodiffBackend, T: Task<B>>(
             last_valid = Some(valid);
         }
         early_stopped = t.patience > 0 && state.evals_without_improvement >= t.patience;
-        if step % t.checkpoint_every == 0 || last_step || early_stopped || interrupted {
+        if evaluating && t.patience > 0 {
+            // Only peer 0 evaluated: the others learn its decision.
+            early_stopped = peer.any::<B::InnerBackend>(early_stopped, device, "the early-stopping decision")?;
+        }
+        let saving = step % t.checkpoint_every == 0 || last_step || early_stopped || interrupted;
+        if saving && peer.writes() {
+            peer.alone(true);
             run::save(&ckpt_root.join(checkpoint::step_dir_name(step)), &model, &optim, &state)?;
             checkpoint::prune(&ckpt_root, t.keep_checkpoints.max(t.average_last).max(1), t.checkpoint_every)?;
         }
+        peer.alone(false);
         if last_step || early_stopped || interrupted {
             break;
         }
     }
 
-    // 3. Checkpoint averaging (or the ASGD mean), then the summary.
+    // 3. Checkpoint averaging (or the ASGD mean), then the summary: peer 0's (after a last
+    // check that the replicas agree on the final weights).
+    if peer.is_parallel() && finished.is_none() {
+        let zero = Tensor::zeros([1], device);
+        peer.exchange(&model, zero, false, state.step)?;
+    }
+    if !peer.writes() {
+        return Ok(summary(&state, None, None, (early_stopped, interrupted, None)));
+    }
     if t.average_last > 0 && !interrupted {
         let all = checkpoint::list(&ckpt_root);
         let last = &all[all.len().saturating_sub(t.average_last)..];
@@ -205,28 +273,59 @@ pub fn fit<B: AutodiffBackend, T: Task<B>>(
 /// mean over its positions) is divided by `k` before its backward, so the accumulated
 /// gradient is the mean of the micro-batches' — that of one batch `k` times as large. Also
 /// the summed NLL (on the device), the positions counted and the tokens processed.
+///
+/// A data-parallel peer's objective is the mean over its own rows: it is weighted by
+/// `peers · its positions / all peers' positions` (1 when the rows hold equally many), so
+/// that the mean of the peers' gradients is the gradient of the whole batch's mean. The
+/// positions counted and the tokens processed are then the whole batch's.
 pub(crate) fn accumulate<B: AutodiffBackend, M: AutodiffModule<B>>(
     model: &M,
     k: usize,
+    peer: &Peer,
     mut micro: impl FnMut() -> crate::objective::Losses<B>,
-) -> (GradientsAccumulator<M>, Option<Tensor<B::InnerBackend, 1>>, f64, f64) {
+) -> Result<Accumulated<B, M>, TrainError> {
     let mut accumulator = GradientsAccumulator::<M>::new();
     let (mut nll, mut counted, mut processed) = (None::<Tensor<B::InnerBackend, 1>>, 0.0, 0.0);
     for _ in 0..k {
         let losses = micro();
         let batch_nll = losses.nll_sum.clone().inner();
         nll = Some(nll.map_or(batch_nll.clone(), |sum| sum + batch_nll));
-        counted += losses.count;
-        processed += losses.tokens;
-        let grads = losses.objective.div_scalar(k as f64).backward();
+        let mut objective = losses.objective.div_scalar(k as f64);
+        let (mut count, mut tokens) = (losses.count, losses.tokens);
+        if peer.is_parallel() {
+            let device = batch_nll_device(&nll);
+            let local = Tensor::<B::InnerBackend, 1>::from_floats([losses.count as f32, losses.tokens as f32], &device);
+            let all = peer.sum(local, "the positions' all-reduce")?.into_data().convert::<f64>();
+            let all =
+                all.as_slice::<f64>().map_err(|e| TrainError::Usage(format!("the positions' all-reduce: {e:?}")))?;
+            (count, tokens) = (all[0], all[1]);
+            let weight = peer.count as f64 * losses.count / count.max(1.0);
+            if weight != 1.0 {
+                objective = objective.mul_scalar(weight);
+            }
+        }
+        counted += count;
+        processed += tokens;
+        let grads = objective.backward();
         accumulator.accumulate(model, GradientsParams::from_grads(grads, model));
     }
-    (accumulator, nll, counted, processed)
+    Ok((accumulator, nll, counted, processed))
+}
+
+/// What [`accumulate`] returns: the gradients, the summed NLL, the positions counted and the
+/// tokens processed.
+pub(crate) type Accumulated<B, M> =
+    (GradientsAccumulator<M>, Option<Tensor<<B as AutodiffBackend>::InnerBackend, 1>>, f64, f64);
+
+fn batch_nll_device<B: burn::tensor::backend::Backend>(nll: &Option<Tensor<B, 1>>) -> B::Device {
+    nll.as_ref().expect("set above").device()
 }
 
 /// Ends a step: refuses a non-finite loss where it was read (naming the step and the last good
-/// checkpoint), clips the accumulated gradients by global norm and takes the scheduled
-/// optimizer step. Returns the updated model and the learning rate used.
+/// checkpoint), averages the gradients over the peers of a data-parallel run, clips them by
+/// global norm and takes the scheduled optimizer step. Returns the updated model and the
+/// learning rate used.
+#[allow(clippy::too_many_arguments)]
 fn update<B: AutodiffBackend, M: AutodiffModule<B>>(
     model: M,
     optim: &mut Optim<B, M>,
@@ -235,11 +334,13 @@ fn update<B: AutodiffBackend, M: AutodiffModule<B>>(
     step: u64,
     config: &RunConfig,
     ckpt_root: &Path,
+    peer: &Peer,
 ) -> Result<(M, f64), TrainError> {
     if let Some(loss) = loss {
         refuse_non_finite(loss, step, ckpt_root)?;
     }
     let mut grads = accumulator.grads();
+    peer.mean_gradients(&model, &mut grads, step)?;
     clip_global_norm(&model, &mut grads, config.train.clip_norm);
     let lr = learning_rate(&config.train, config.model.d_model, step);
     Ok((optim.step(step, lr, model, grads), lr))
@@ -297,9 +398,9 @@ mod tests {
             let logits = layer.forward(x.clone().slice([0..1, r.clone(), 0..3]));
             cross_entropy(logits, y.clone().slice([0..1, r]), None, 0.1)
         };
-        let (mut one, ..) = accumulate(&layer, 1, || rows(0..4));
+        let (mut one, ..) = accumulate(&layer, 1, &Peer::SOLE, || rows(0..4)).unwrap();
         let mut halves = [0..2, 2..4].into_iter();
-        let (mut two, _, counted, _) = accumulate(&layer, 2, || rows(halves.next().unwrap()));
+        let (mut two, _, counted, _) = accumulate(&layer, 2, &Peer::SOLE, || rows(halves.next().unwrap())).unwrap();
         assert_eq!(counted, 4.0);
         let (one, two) = (one.grads(), two.grads());
         let get = |g: &GradientsParams| g.get::<burn_ndarray::NdArray<f32>, 2>(layer.weight.id).unwrap().into_data();

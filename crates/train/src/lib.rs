@@ -29,6 +29,7 @@ pub mod mlm_eval;
 pub mod mt_eval;
 pub mod objective;
 pub mod optimizer;
+pub mod parallel;
 pub mod pictures;
 pub mod plot;
 pub mod rng;

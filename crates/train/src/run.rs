@@ -18,6 +18,7 @@ use crate::optimizer::Optim;
 type Recorder = NamedMpkFileRecorder<FullPrecisionSettings>;
 
 /// Where the run lives and whether it continues.
+#[derive(Clone, Debug)]
 pub struct RunOptions {
     pub run_dir: PathBuf,
     pub data_dir: PathBuf,
@@ -94,6 +95,25 @@ pub(crate) fn start<B: AutodiffBackend, M: AutodiffModule<B>>(
     write_vocab(run).map_err(io_err(run))?;
     let state = TrainState::fresh(config.train.seed);
     Ok((model, optim, state))
+}
+
+/// What a peer that does not write (a data-parallel run's peers other than 0) starts from,
+/// once peer 0 has started the run: the fresh `model` and `optim`, or the last checkpoint's.
+/// Reads the run directory and changes nothing in it.
+pub(crate) fn join<B: AutodiffBackend, M: AutodiffModule<B>>(
+    config: &RunConfig,
+    opts: &RunOptions,
+    model: M,
+    optim: Optim<B, M>,
+    device: &B::Device,
+) -> Result<(M, Optim<B, M>, TrainState), TrainError> {
+    if !opts.resume {
+        return Ok((model, optim, TrainState::fresh(config.train.seed)));
+    }
+    let run = &opts.run_dir;
+    let (step, dir) =
+        checkpoint::latest(&run.join("checkpoints")).ok_or_else(|| CheckpointError::NoCheckpoint(run.clone()))?;
+    load_checkpoint(&dir, step, model, optim, device)
 }
 
 /// Restores `model` and `optim` from checkpoint directory `dir` (of step `step`), after

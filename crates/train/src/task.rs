@@ -30,6 +30,24 @@ pub trait Validation: Clone {
     fn headline(&self) -> Option<String>;
 }
 
+/// Which rows of a global training batch one peer of a data-parallel run computes: peer
+/// `index` of `count` takes rows `[rows·index/count, rows·(index+1)/count)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shard {
+    pub index: usize,
+    pub count: usize,
+}
+
+impl Shard {
+    /// The whole batch (one device).
+    pub const WHOLE: Shard = Shard { index: 0, count: 1 };
+
+    /// This shard's rows of a batch of `rows`.
+    pub fn rows(&self, rows: usize) -> std::ops::Range<usize> {
+        rows * self.index / self.count..rows * (self.index + 1) / self.count
+    }
+}
+
 /// One kind of training run.
 pub trait Task<B: AutodiffBackend> {
     type Model: AutodiffModule<B>;
@@ -46,9 +64,17 @@ pub trait Task<B: AutodiffBackend> {
     fn init_inner(&self, device: &B::Device) -> Inner<B, Self>;
     /// Writes the vocabulary or tokenizer into a fresh run directory.
     fn write_vocab(&self, run: &Path) -> std::io::Result<()>;
-    /// The losses of the next training batch. Advances `state.data_position`, and
-    /// `state.epoch` where the task counts epochs in batches.
-    fn train_loss(&mut self, model: &Self::Model, state: &mut TrainState, device: &B::Device) -> Losses<B>;
+    /// The losses of `shard`'s rows of the next training batch (the whole batch for
+    /// [`Shard::WHOLE`]). Advances `state.data_position`, and `state.epoch` where the task
+    /// counts epochs in batches, as for the whole batch: every peer of a data-parallel run
+    /// draws the same batch and keeps its own rows.
+    fn train_loss(
+        &mut self,
+        model: &Self::Model,
+        state: &mut TrainState,
+        device: &B::Device,
+        shard: Shard,
+    ) -> Losses<B>;
     /// Completed epochs after a step whose tokens `state.tokens` already counts.
     fn epoch(&self, state: &TrainState) -> u64 {
         state.epoch

@@ -51,6 +51,20 @@ pub struct MaskedBatch {
     pub len: usize,
 }
 
+impl MaskedBatch {
+    /// Rows `rows` of this batch (a data-parallel peer's share, masked as the whole batch was).
+    pub fn rows(&self, rows: std::ops::Range<usize>) -> MaskedBatch {
+        let cells = rows.start * self.len..rows.end * self.len;
+        MaskedBatch {
+            inputs: self.inputs[cells.clone()].to_vec(),
+            targets: self.targets[cells.clone()].to_vec(),
+            chosen: self.chosen[cells].to_vec(),
+            rows: rows.len(),
+            len: self.len,
+        }
+    }
+}
+
 /// Masks `blocks` (each `len − 2` word tokens) into one batch, drawing from `rng`.
 /// `vocab` is the vocabulary size; random replacements are uniform over its non-special ids.
 pub fn mask_blocks(

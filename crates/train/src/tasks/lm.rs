@@ -22,7 +22,7 @@ use crate::fit::fit;
 use crate::lm_eval::{score, Scored};
 use crate::objective::{cross_entropy, Losses};
 use crate::run::{Observer, RunOptions, Summary};
-use crate::task::{Inner, Task, Validation};
+use crate::task::{Inner, Shard, Task, Validation};
 
 /// The validation of a language model: its scored stream, beside the source's entropy rate
 /// where the data is generated.
@@ -139,11 +139,19 @@ impl<B: AutodiffBackend> Task<B> for LmTask<'_> {
         self.data.codec.save(run)
     }
 
-    fn train_loss(&mut self, model: &DecoderOnly<B>, state: &mut TrainState, device: &B::Device) -> Losses<B> {
+    fn train_loss(
+        &mut self,
+        model: &DecoderOnly<B>,
+        state: &mut TrainState,
+        device: &B::Device,
+        shard: Shard,
+    ) -> Losses<B> {
         let batch = self.batch(state.data_position);
         state.data_position += 1;
-        let shape = [batch.batch, batch.block];
+        let rows = shard.rows(batch.batch);
+        let shape = [rows.len(), batch.block];
         let ids = |v: &[u32]| {
+            let v = &v[rows.start * batch.block..rows.end * batch.block];
             Tensor::<B, 2, Int>::from_data(
                 TensorData::new(v.iter().map(|&t| t as i64).collect::<Vec<_>>(), shape),
                 device,

@@ -23,7 +23,7 @@ use crate::mlm_eval::{masked_score, most_frequent, MaskedScore, MaskingOf, EVAL_
 use crate::objective::{cross_entropy, Losses};
 use crate::rng::Rng;
 use crate::run::{Observer, RunOptions, Summary};
-use crate::task::{Inner, Task, Validation};
+use crate::task::{Inner, Shard, Task, Validation};
 
 /// A masked-LM validation.
 #[derive(Clone, Debug)]
@@ -117,7 +117,13 @@ impl<B: AutodiffBackend> Task<B> for MlmTask<'_> {
         self.data.codec.save(run)
     }
 
-    fn train_loss(&mut self, model: &LanguageModel<B>, state: &mut TrainState, device: &B::Device) -> Losses<B> {
+    fn train_loss(
+        &mut self,
+        model: &LanguageModel<B>,
+        state: &mut TrainState,
+        device: &B::Device,
+        shard: Shard,
+    ) -> Losses<B> {
         let (t, words) = (&self.config.train, self.masking.words);
         let position = state.data_position;
         state.data_position += 1;
@@ -128,7 +134,8 @@ impl<B: AutodiffBackend> Task<B> for MlmTask<'_> {
             .map(|o| &stream[o..o + words])
             .collect();
         let m = &self.masking;
-        let batch = mask_blocks(&rows, m.spec, m.specials, m.vocab, &mut Rng::derive(t.seed, "mlm-mask", position));
+        let whole = mask_blocks(&rows, m.spec, m.specials, m.vocab, &mut Rng::derive(t.seed, "mlm-mask", position));
+        let batch = if shard == Shard::WHOLE { whole } else { whole.rows(shard.rows(whole.rows)) };
         let count = batch.chosen.iter().map(|&c| c as f64).sum();
         let (x, y, w) = MaskingOf::tensors::<B>(&batch, device);
         let mut losses = cross_entropy(model.forward_bidirectional(x).0, y, Some((w, count)), t.label_smoothing);

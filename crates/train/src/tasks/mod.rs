@@ -11,6 +11,8 @@ use burn::tensor::backend::AutodiffBackend;
 
 use crate::config::RunConfig;
 use crate::error::TrainError;
+use crate::fit::fit_as;
+use crate::parallel::Peer;
 use crate::run::{Observer, RunOptions, Summary};
 
 pub use lm::{train_lm, LmTask, LmValid};
@@ -34,9 +36,27 @@ pub fn train<B: AutodiffBackend>(
     observer: &mut dyn Observer,
     stop: &AtomicBool,
 ) -> Result<Trained, TrainError> {
+    train_as::<B>(config, opts, device, observer, stop, &Peer::SOLE)
+}
+
+/// [`train`] as `peer` of a data-parallel run ([`crate::parallel`]).
+pub(crate) fn train_as<B: AutodiffBackend>(
+    config: &RunConfig,
+    opts: &RunOptions,
+    device: &B::Device,
+    observer: &mut dyn Observer,
+    stop: &AtomicBool,
+    peer: &Peer,
+) -> Result<Trained, TrainError> {
     Ok(match config.model.arch {
-        attend_model::Arch::Seq2seq => Trained::Mt(train_mt::<B>(config, opts, device, observer, stop)?),
-        attend_model::Arch::Encoder => Trained::Mlm(train_mlm::<B>(config, opts, device, observer, stop)?),
-        _ => Trained::Lm(train_lm::<B>(config, opts, device, observer, stop)?),
+        attend_model::Arch::Seq2seq => {
+            let mut task = MtTask::new(config, opts)?;
+            task.check_shards(peer.count)?;
+            Trained::Mt(fit_as::<B, _>(task, config, opts, device, observer, stop, peer)?)
+        }
+        attend_model::Arch::Encoder => {
+            Trained::Mlm(fit_as::<B, _>(MlmTask::new(config, opts)?, config, opts, device, observer, stop, peer)?)
+        }
+        _ => Trained::Lm(fit_as::<B, _>(LmTask::new(config, opts)?, config, opts, device, observer, stop, peer)?),
     })
 }

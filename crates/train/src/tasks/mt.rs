@@ -19,7 +19,7 @@ use crate::fit::fit;
 use crate::mt_eval::{forward_batch, teacher_forced_loss, translate_and_score};
 use crate::objective::{cross_entropy, Losses};
 use crate::run::{Observer, RunOptions, Summary};
-use crate::task::{Inner, Task, Validation};
+use crate::task::{Inner, Shard, Task, Validation};
 use crate::translate::{check_lengths, TranslateOptions};
 
 /// Loss and BLEU on the validation split, and one (source, reference, hypothesis) sample.
@@ -85,6 +85,19 @@ impl<'a> MtTask<'a> {
 
     /// The batches of `epoch`: shuffled by `(train.seed, epoch)`, each within the token
     /// budget (`train.batch_tokens`) or of `train.batch_size` pairs.
+    /// Every batch of the first epoch holds at least one sentence per data-parallel peer.
+    pub(crate) fn check_shards(&mut self, peers: usize) -> Result<(), TrainError> {
+        let fewest = self.epoch_batches(0).iter().map(Vec::len).min().unwrap_or(0);
+        if peers > 1 && fewest < peers {
+            let t = &self.config.train;
+            let key = if t.batch_tokens > 0 { "train.batch_tokens" } else { "train.batch_size" };
+            return Err(TrainError::Usage(format!(
+                "{key}: a batch of the first epoch holds {fewest} sentence pair(s), fewer than the {peers} peers that share it; make batches larger"
+            )));
+        }
+        Ok(())
+    }
+
     fn epoch_batches(&mut self, epoch: u64) -> &[Vec<usize>] {
         if self.batches.as_ref().is_none_or(|b| b.0 != epoch) {
             let t = &self.config.train;
@@ -121,7 +134,13 @@ impl<B: AutodiffBackend> Task<B> for MtTask<'_> {
         self.data.tokenizer.save(run)
     }
 
-    fn train_loss(&mut self, model: &TranslationModel<B>, state: &mut TrainState, device: &B::Device) -> Losses<B> {
+    fn train_loss(
+        &mut self,
+        model: &TranslationModel<B>,
+        state: &mut TrainState,
+        device: &B::Device,
+        shard: Shard,
+    ) -> Losses<B> {
         let batches = self.epoch_batches(state.epoch);
         let count = batches.len() as u64;
         let indices = batches[(state.data_position % count) as usize].clone();
@@ -129,7 +148,8 @@ impl<B: AutodiffBackend> Task<B> for MtTask<'_> {
         if state.data_position.is_multiple_of(count) {
             state.epoch += 1;
         }
-        let batch = pad_batch(&self.data.train, &indices, IDS);
+        // A data-parallel peer pads and computes its own share of the batch's sentences.
+        let batch = pad_batch(&self.data.train, &indices[shard.rows(indices.len())], IDS);
         let (logits, targets, weights, n) = forward_batch(model, &batch, device);
         cross_entropy(logits, targets, Some((weights, n)), self.config.train.label_smoothing)
     }
