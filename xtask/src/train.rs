@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use attend_train::config::{default_run_dir, RunConfig};
-use attend_train::parallel::{self, Nodes, Parallel};
+use attend_train::parallel::{self, Fault, FaultKind, Nodes, Parallel};
 use attend_train::tasks::{LmValid, MlmValid, MtValid};
 use attend_train::{Observer, RunOptions, Summary, Trained};
 use burn::tensor::backend::AutodiffBackend;
@@ -91,7 +91,8 @@ impl ParallelArgs {
             return Ok(None);
         }
         let timeout = std::time::Duration::from_secs(self.peer_timeout);
-        Ok(Some(Parallel { devices: self.devices, nodes, timeout, fail: self.fail_peer }))
+        let fault = self.fail_peer.map(|(peer, step)| Fault { peer, step, kind: FaultKind::Panic });
+        Ok(Some(Parallel { devices: self.devices, nodes, timeout, fault }))
     }
 }
 

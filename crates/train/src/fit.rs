@@ -45,7 +45,7 @@ pub fn fit<B: AutodiffBackend, T: Task<B>>(
     observer: &mut dyn Observer,
     stop: &AtomicBool,
 ) -> Result<Summary<T::Valid>, TrainError> {
-    fit_as(task, config, opts, device, observer, stop, &Peer::SOLE)
+    fit_as(task, config, opts, device, observer, stop, &Peer::sole())
 }
 
 /// [`fit`] as `peer` of a data-parallel run.
@@ -129,7 +129,7 @@ pub(crate) fn fit_as<B: AutodiffBackend, T: Task<B>>(
     }
     // Tokens and step time since the last logged step (steps in between are not read back;
     // evaluation and checkpointing are not step time).
-    let (mut tokens_since, mut seconds_since) = (0.0, 0.0);
+    let (mut tokens_since, mut seconds_since, mut steps_since) = (0.0, 0.0, 0);
     while finished.is_none() && state.step < t.max_steps {
         let started = Instant::now();
         let step = state.step + 1;
@@ -167,6 +167,7 @@ pub(crate) fn fit_as<B: AutodiffBackend, T: Task<B>>(
         (model, lr) = update(model, &mut optim, accumulator, loss, step, config, &ckpt_root, peer)?;
         state.step = step;
         tokens_since += processed;
+        steps_since += 1;
         interrupted = stopping.unwrap_or_else(|| stop.load(Ordering::Relaxed));
         if interrupted && loss.is_none() {
             // Ctrl-C between logged steps: check this step's loss before its checkpoint.
@@ -179,8 +180,14 @@ pub(crate) fn fit_as<B: AutodiffBackend, T: Task<B>>(
         seconds_since += seconds;
         if let (Some(loss), true) = (loss, peer.writes()) {
             let tokens_per_s = tokens_since / seconds_since;
-            (tokens_since, seconds_since) = (0.0, 0.0);
-            append(json!({"event": "train", "step": step, "loss": loss, "lr": lr, "tokens_per_s": tokens_per_s}))?;
+            let mut event =
+                json!({"event": "train", "step": step, "loss": loss, "lr": lr, "tokens_per_s": tokens_per_s});
+            if peer.is_parallel() {
+                // Per step: all-reduces, transfers and waiting for the other peers.
+                event["collective_ms"] = json!(peer.take_collective_seconds() * 1e3 / steps_since as f64);
+            }
+            (tokens_since, seconds_since, steps_since) = (0.0, 0.0, 0);
+            append(event)?;
             observer.step(step, loss, lr, tokens_per_s);
             interrupted = interrupted || (!peer.is_parallel() && stop.load(Ordering::Relaxed));
         }
@@ -398,9 +405,9 @@ mod tests {
             let logits = layer.forward(x.clone().slice([0..1, r.clone(), 0..3]));
             cross_entropy(logits, y.clone().slice([0..1, r]), None, 0.1)
         };
-        let (mut one, ..) = accumulate(&layer, 1, &Peer::SOLE, || rows(0..4)).unwrap();
+        let (mut one, ..) = accumulate(&layer, 1, &Peer::sole(), || rows(0..4)).unwrap();
         let mut halves = [0..2, 2..4].into_iter();
-        let (mut two, _, counted, _) = accumulate(&layer, 2, &Peer::SOLE, || rows(halves.next().unwrap())).unwrap();
+        let (mut two, _, counted, _) = accumulate(&layer, 2, &Peer::sole(), || rows(halves.next().unwrap())).unwrap();
         assert_eq!(counted, 4.0);
         let (one, two) = (one.grads(), two.grads());
         let get = |g: &GradientsParams| g.get::<burn_ndarray::NdArray<f32>, 2>(layer.weight.id).unwrap().into_data();

@@ -40,5 +40,7 @@ pub enum Which {
     Bpe,
     Bleu,
     Train,
+    /// `train --devices 2` beside one device, and the all-reduces' cost per step.
+    Parallel,
     All,
 }

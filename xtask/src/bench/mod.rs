@@ -1,4 +1,4 @@
-//! `cargo xtask bench [bpe|bleu|train|all]`: end-to-end figures of ours beside the peers', measured in
+//! `cargo xtask bench [bpe|bleu|train|parallel|all]`: end-to-end figures of ours beside the peers', measured in
 //! the same run on the same input (docs/benchmarks.md, Targets). One JSON line per figure on
 //! stdout; progress on stderr.
 //!
@@ -11,6 +11,7 @@ mod bleu;
 mod bpe;
 mod ours;
 mod overhead;
+mod parallel;
 mod peers;
 mod train;
 
@@ -26,6 +27,9 @@ pub fn run(args: BenchArgs) -> Result<()> {
     }
     if matches!(args.which, Which::Bleu | Which::All) {
         bleu::bench_bleu(&args)?;
+    }
+    if matches!(args.which, Which::Parallel | Which::All) {
+        parallel::bench_parallel(&args)?;
     }
     if matches!(args.which, Which::Train | Which::All) {
         let torch = args.torch_python.clone().unwrap_or_else(|| args.python.clone());

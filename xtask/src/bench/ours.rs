@@ -19,9 +19,24 @@ pub fn timed_steps(
     warmup: usize,
     iters: usize,
 ) -> Result<(Vec<f64>, f64)> {
+    let (events, tokens) = timed_events(args, config, sets, &[], warmup, iters)?;
+    Ok((events.iter().filter_map(|v| v["tokens_per_s"].as_f64()).map(|per_s| tokens / per_s).collect(), tokens))
+}
+
+/// The `train` events of `iters` steps after `warmup` (with `extra` arguments to `train`, e.g.
+/// `--devices 2`), and the step's tokens.
+pub fn timed_events(
+    args: &BenchArgs,
+    config: Option<&Path>,
+    sets: &[String],
+    extra: &[&str],
+    warmup: usize,
+    iters: usize,
+) -> Result<(Vec<Value>, f64)> {
     let run = tempfile::tempdir()?;
     let mut command = Command::new(std::env::current_exe()?);
     command.arg("train").arg("--run").arg(run.path().join("run")).args(["--backend", args.backend.name()]);
+    command.args(extra);
     if let Some(config) = config {
         command.arg("--config").arg(config);
     }
@@ -44,16 +59,14 @@ pub fn timed_steps(
         |section: &str, key: &str| resolved[section][key].as_integer().with_context(|| format!("{section}.{key}"));
     let tokens = (int("train", "batch_size")? * int("model", "block_size")?) as f64;
     let log = std::fs::read_to_string(run.path().join("run/metrics.jsonl"))?;
-    let seconds: Vec<f64> = log
+    let events: Vec<Value> = log
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|v| v["event"] == "train")
-        .filter_map(|v| v["tokens_per_s"].as_f64())
+        .filter(|v| v["event"] == "train" && v["tokens_per_s"].is_f64())
         .skip(warmup)
-        .map(|tokens_per_s| tokens / tokens_per_s)
         .collect();
-    if seconds.len() != iters {
-        bail!("expected {iters} timed steps in metrics.jsonl, found {}", seconds.len());
+    if events.len() != iters {
+        bail!("expected {iters} timed steps in metrics.jsonl, found {}", events.len());
     }
-    Ok((seconds, tokens))
+    Ok((events, tokens))
 }

@@ -73,7 +73,7 @@ struct Walker<'a> {
 pub fn is_param_id(id: &[u8]) -> bool {
     let digit = |c: u8| matches!(c, b'0'..=b'9' | b'a'..=b'v');
     let last = id.last().map_or(0, |&c| if c.is_ascii_digit() { c - b'0' } else { c.wrapping_sub(b'a') + 10 });
-    id.len() == 13 && id.iter().all(|&c| digit(c)) && last % 2 == 0
+    id.len() == 13 && id.iter().all(|&c| digit(c)) && last.is_multiple_of(2)
 }
 
 fn dtype_size(dtype: &str) -> Option<usize> {

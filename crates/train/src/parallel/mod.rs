@@ -21,7 +21,7 @@ use burn::tensor::backend::{AutodiffBackend, Backend, Device as _, DeviceId, Dev
 use burn_collective::{finish_collective, register, CollectiveConfig, PeerId};
 
 pub use error::ParallelError;
-pub use peer::Peer;
+pub use peer::{FaultKind, Peer};
 use supervise::{supervise, Event, Forward, Layout};
 
 use crate::config::RunConfig;
@@ -45,9 +45,19 @@ pub struct Parallel {
     pub nodes: Option<Nodes>,
     /// How long peers may take to join, and the longest a collective operation may wait.
     pub timeout: Duration,
-    /// Fault injection for the tests: global peer `.0` panics at step `.1`.
+    /// Fault injection for the tests.
     #[doc(hidden)]
-    pub fail: Option<(usize, u64)>,
+    pub fault: Option<Fault>,
+}
+
+/// A fault injected into one peer, to test what the others and the supervisor do.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug)]
+pub struct Fault {
+    /// The global peer index.
+    pub peer: usize,
+    pub step: u64,
+    pub kind: FaultKind,
 }
 
 /// This machine's place among several (burn-collective's global level).
@@ -138,8 +148,8 @@ pub fn train_parallel<B: AutodiffBackend>(
     let threads = (std::thread::available_parallelism().map_or(1, |n| n.get()) / local).max(1);
     for (i, device) in devices.into_iter().enumerate() {
         let index = rank as usize * local + i;
-        let fail_at = parallel.fail.filter(|f| f.0 == index).map(|f| f.1);
-        let peer = Peer::new(index, peers, nodes as usize, events.clone(), fail_at);
+        let fault = parallel.fault.filter(|f| f.peer == index).map(|f| (f.step, f.kind));
+        let peer = Peer::new(index, peers, nodes as usize, events.clone(), fault);
         let (config, opts, collective) = (config.clone(), opts.clone(), collective.clone());
         let (events, stop) = (events.clone(), Arc::clone(&stop_peers));
         let spawned = std::thread::Builder::new().name(format!("peer-{index}")).spawn(move || {

@@ -1,10 +1,12 @@
 //! One replica's side of a data-parallel run: which rows of each batch it computes, and the
 //! collective operations it joins (through burn-collective): the mean of the gradients once
 //! per optimizer step, sums of a few scalars (positions counted, the logged loss, stop flags),
-//! and a barrier. [`Peer::SOLE`] is the one-device run, for which every operation is free.
+//! and a barrier. [`Peer::sole`] is the one-device run, for which every operation is free.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Mutex, MutexGuard};
+use std::time::Instant;
 
 use burn::module::{AutodiffModule, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
@@ -16,12 +18,21 @@ use super::error::ParallelError;
 use super::supervise::Event;
 use crate::task::Shard;
 
+/// A fault a test injects into one peer ([`super::Fault`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultKind {
+    /// The peer's thread panics inside the step's gradient all-reduce (a peer that dies).
+    Panic,
+    /// The peer's averaged gradients are shifted: its weights drift from the others'.
+    Drift,
+}
+
 /// Burn's random generators are process-wide: peers that share a process seed and draw under
 /// this lock (model initialization, dropout), so that every draw is a function of the seed.
 static RANDOM: Mutex<()> = Mutex::new(());
 
 /// This replica's place among all peers of a run (numbered across nodes).
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Peer {
     /// Global index: `node rank × devices per node + local index`; peer 0 writes the run.
     pub index: usize,
@@ -31,16 +42,26 @@ pub struct Peer {
     /// Peers in this process (they share Burn's random generator).
     local: usize,
     events: Option<Sender<Event>>,
-    /// Fault injection for the tests: this peer panics inside the all-reduce of this step.
-    fail_at: Option<u64>,
+    /// Fault injection for the tests: what goes wrong on this peer at which step.
+    fault: Option<(u64, FaultKind)>,
+    /// Seconds (as f64 bits) spent in collective operations since [`Peer::take_collective_seconds`].
+    collective_s: AtomicU64,
 }
 
 impl Peer {
     /// The run on one device.
-    pub const SOLE: Peer = Peer { index: 0, count: 1, nodes: 1, local: 1, events: None, fail_at: None };
+    pub fn sole() -> Peer {
+        Peer { index: 0, count: 1, nodes: 1, local: 1, events: None, fault: None, collective_s: AtomicU64::new(0) }
+    }
 
-    pub(crate) fn new(index: usize, count: usize, nodes: usize, events: Sender<Event>, fail_at: Option<u64>) -> Self {
-        Peer { index, count, nodes, local: count / nodes, events: Some(events), fail_at }
+    pub(crate) fn new(
+        index: usize,
+        count: usize,
+        nodes: usize,
+        events: Sender<Event>,
+        fault: Option<(u64, FaultKind)>,
+    ) -> Self {
+        Peer { index, count, nodes, local: count / nodes, events: Some(events), fault, collective_s: AtomicU64::new(0) }
     }
 
     /// Whether this peer logs, evaluates and saves (peer 0).
@@ -60,6 +81,12 @@ impl Peer {
     /// Held while drawing from Burn's random generator when other peers share the process.
     pub fn random_lock(&self) -> Option<MutexGuard<'static, ()>> {
         (self.local > 1).then(|| RANDOM.lock().unwrap_or_else(|poisoned| poisoned.into_inner()))
+    }
+
+    /// Seconds this peer spent in collective operations (transfers, and waiting for the
+    /// others) since the last call.
+    pub fn take_collective_seconds(&self) -> f64 {
+        f64::from_bits(self.collective_s.swap(0, Ordering::Relaxed))
     }
 
     /// Tells the supervisor this peer is alive (after every collective operation).
@@ -91,7 +118,7 @@ impl Peer {
             values
         };
         let summed = self.reduce(padded, ReduceOperation::Sum, what)?;
-        Ok(summed.slice([0..n]))
+        Ok(summed.slice(0..n))
     }
 
     /// Whether `flag` holds on any peer.
@@ -121,13 +148,13 @@ impl Peer {
             parts.push(if peer == self.index { fingerprint::<B, M>(model) } else { Tensor::zeros([2], &device) });
         }
         let all = self.sum(Tensor::cat(parts, 0), "the step's all-reduce (loss, stop flags, weight checks)")?;
-        let values = all.clone().slice([1..2 + 2 * self.count]).into_data().convert::<f64>();
+        let values = all.clone().slice(1..2 + 2 * self.count).into_data().convert::<f64>();
         let values = values.as_slice::<f64>().expect("converted to f64");
         let prints: Vec<&[f64]> = values[1..].chunks(2).collect();
         if let Some(other) = prints.iter().position(|p| p != &prints[self.index]) {
             return Err(ParallelError::Diverged { step, peer: self.index, other });
         }
-        Ok((all.slice([0..1]), values[0] > 0.0))
+        Ok((all.slice(0..1), values[0] > 0.0))
     }
 
     /// Returns once every peer has reached its own call.
@@ -147,7 +174,7 @@ impl Peer {
         if !self.is_parallel() {
             return Ok(());
         }
-        if self.fail_at == Some(step) {
+        if self.fault == Some((step, FaultKind::Panic)) {
             panic!("peer {} fails at step {step} (fault injected by a test)", self.index);
         }
         let mut flat = Flatten::<B::InnerBackend> { grads, parts: Vec::new(), ids: Vec::new() };
@@ -157,13 +184,16 @@ impl Peer {
             return Ok(());
         }
         let sizes: Vec<usize> = parts.iter().map(|p| p.dims()[0]).collect();
-        let mean = self.reduce(Tensor::cat(parts, 0), ReduceOperation::Mean, "the gradients' all-reduce")?;
+        let mut mean = self.reduce(Tensor::cat(parts, 0), ReduceOperation::Mean, "the gradients' all-reduce")?;
+        if self.fault == Some((step, FaultKind::Drift)) {
+            mean = mean.add_scalar(1e-3);
+        }
         let mut offset = 0;
         let pieces = sizes
             .into_iter()
             .map(|n| {
                 offset += n;
-                mean.clone().slice([offset - n..offset])
+                mean.clone().slice(offset - n..offset)
             })
             .collect();
         model.visit(&mut Restore::<B::InnerBackend> { grads, pieces, ids, next: 0 });
@@ -176,9 +206,12 @@ impl Peer {
         op: ReduceOperation,
         what: &'static str,
     ) -> Result<Tensor<B, 1>, ParallelError> {
+        let started = Instant::now();
         let primitive = tensor.into_primitive().tensor();
         let out = all_reduce::<B>(PeerId::from(self.index as u32), primitive, op)
             .map_err(|e| ParallelError::Collective { peer: self.index, what, message: format!("{e:?}") })?;
+        let total = f64::from_bits(self.collective_s.load(Ordering::Relaxed)) + started.elapsed().as_secs_f64();
+        self.collective_s.store(total.to_bits(), Ordering::Relaxed);
         self.beat();
         Ok(Tensor::from_primitive(TensorPrimitive::Float(out)))
     }

@@ -36,7 +36,7 @@ pub fn train<B: AutodiffBackend>(
     observer: &mut dyn Observer,
     stop: &AtomicBool,
 ) -> Result<Trained, TrainError> {
-    train_as::<B>(config, opts, device, observer, stop, &Peer::SOLE)
+    train_as::<B>(config, opts, device, observer, stop, &Peer::sole())
 }
 
 /// [`train`] as `peer` of a data-parallel run ([`crate::parallel`]).
