@@ -69,7 +69,9 @@ pub(crate) fn supervise<B: Backend>(
 ) -> Result<Option<Trained>, TrainError> {
     let started = Instant::now();
     let (mut joined, mut done, mut step_seen) = (0, 0, 0);
-    let (mut last_beat, mut alone) = (Instant::now(), false);
+    // The stall clock starts at the first completed collective operation (the barrier after
+    // the run started): loading data and building the model may take as long as they take.
+    let (mut last_beat, mut alone, mut beating) = (Instant::now(), false, false);
     let mut result = None;
     let mut failure: Option<TrainError> = None;
     while done < layout.local {
@@ -81,7 +83,10 @@ pub(crate) fn supervise<B: Backend>(
                 joined += 1;
                 last_beat = Instant::now();
             }
-            Ok(Event::Beat) => last_beat = Instant::now(),
+            Ok(Event::Beat) => {
+                last_beat = Instant::now();
+                beating = true;
+            }
             Ok(Event::Alone(busy)) => {
                 alone = busy;
                 last_beat = Instant::now();
@@ -122,7 +127,7 @@ pub(crate) fn supervise<B: Backend>(
                     let (expected, seconds, hint) = (layout.peers, timeout.as_secs(), layout.hint.clone());
                     return Err(ParallelError::NotJoined { expected, local, seconds, hint }.into());
                 }
-                if joined == layout.local && failure.is_none() && !alone && last_beat.elapsed() > timeout {
+                if beating && failure.is_none() && !alone && last_beat.elapsed() > timeout {
                     return Err(ParallelError::Stalled { seconds: timeout.as_secs(), step: step_seen }.into());
                 }
             }
