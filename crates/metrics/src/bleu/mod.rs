@@ -111,17 +111,18 @@ pub fn sentence_bleu(hyp: &str, refs: &[&str], config: &BleuConfig) -> Result<Bl
 
 /// Checks that there is at least one reference stream and each has one line per hypothesis.
 pub(crate) fn check_streams(hyps: usize, stream_lens: impl Iterator<Item = usize>) -> Result<(), MetricsError> {
-    let mut n_streams = 0;
+    let mut any = false;
     for (stream, refs) in stream_lens.enumerate() {
-        n_streams += 1;
+        any = true;
         if refs != hyps {
             return Err(MetricsError::SegmentCountMismatch { stream, hyps, refs });
         }
     }
-    if n_streams == 0 {
-        return Err(MetricsError::NoReferences);
+    if any {
+        Ok(())
+    } else {
+        Err(MetricsError::NoReferences)
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -156,6 +157,19 @@ mod tests {
         let none: [Vec<&str>; 0] = [];
         assert!(matches!(corpus_bleu(&["a"], &none, &BleuConfig::corpus()), Err(MetricsError::NoReferences)));
         assert!(matches!(sentence_bleu("a", &[], &BleuConfig::sentence()), Err(MetricsError::NoReferences)));
+    }
+
+    /// A two-word hypothesis equal to its reference has no 3- or 4-grams. sentence_bleu's
+    /// effective order scores the orders it has (unigram and bigram precision 1): 100.
+    /// Without it all four orders count, and an order with no n-grams at all has precision 0
+    /// (sacreBLEU stops smoothing at the first empty order): 0. sacreBLEU 2.6.0 gives
+    /// 100.00000000000004 and 0.0.
+    #[test]
+    fn sentence_defaults_use_the_effective_order_and_corpus_defaults_do_not() {
+        let sentence = sentence_bleu("the cat", &["the cat"], &BleuConfig::sentence()).unwrap();
+        assert!((sentence.score - 100.0).abs() < 1e-9, "{}", sentence.score);
+        let corpus = sentence_bleu("the cat", &["the cat"], &BleuConfig::corpus()).unwrap();
+        assert_eq!(corpus.score, 0.0);
     }
 
     #[test]
