@@ -7,6 +7,7 @@
 //! run directory) and docs/math.md (generated data).
 
 pub mod ablate;
+mod accumulate;
 pub mod arith;
 pub mod asgd;
 pub mod average;
