@@ -368,6 +368,27 @@ mod tests {
         assert_eq!(split_punctuation("\"quoted"), ["\"", "quoted"]);
     }
 
+    /// Short segments leave the high character orders empty on one side. Without
+    /// `eps_smoothing` the average runs over the orders both sides have; with it, an empty
+    /// order's precision or recall is ε. sacreBLEU 2.6.0's figures, to the last digit printed.
+    #[test]
+    fn empty_orders_are_skipped_or_smoothed_as_sacrebleu_does() {
+        let eps = ChrfConfig { eps_smoothing: true, ..ChrfConfig::chrf() };
+        let cases = [
+            ("ab", "abc abd", ChrfConfig::chrf(), 31.25),
+            ("ab", "abc abd", ChrfConfig::chrf_plus_plus(), 20.833333333333336),
+            ("ab", "abc abd", eps, 10.378510378510379),
+            ("abc abd", "ab", ChrfConfig::chrf(), 64.51612903225808),
+            ("abc abd", "ab", eps, 21.16402116402116),
+            ("", "the cat sat", ChrfConfig::chrf_plus_plus(), 0.0),
+            ("", "abc abd", eps, 0.0),
+        ];
+        for (hyp, reference, config, expected) in cases {
+            let got = sentence_chrf(hyp, &[reference], &config).unwrap().score;
+            assert!((got - expected).abs() < 1e-9, "{hyp:?} / {reference:?}: {got} vs {expected}");
+        }
+    }
+
     #[test]
     fn identical_segments_score_one_hundred() {
         let s = sentence_chrf("The cat sat.", &["The cat sat."], &ChrfConfig::chrf_plus_plus()).unwrap();
