@@ -5,14 +5,20 @@
 //! - clipping by the **global** gradient norm, as PyTorch's `clip_grad_norm_`:
 //!   `g ← g · min(1, c / (‖g‖₂ + 1e-6))` with `‖g‖₂` over all parameters together;
 //! - AdamW **decay groups** as nanoGPT: decoupled decay `θ ← θ(1 − lr·λ)` on parameters of
-//!   two or more dimensions (matrices, embeddings) only; biases and LayerNorm gains are exempt;
+//!   two or more dimensions (matrices, embeddings) only; biases and LayerNorm gains are exempt.
+//!   [`GroupedAdamW`] is that AdamW, each parameter's update one pass
+//!   ([`attend_model::fused::adamw`]) with Burn's `AdamWState` as its saved state;
 //! - **averaged SGD** ([`crate::asgd`]): SGD steps plus the running mean of the iterates.
 
-use burn::module::{AutodiffModule, ModuleMapper, ModuleVisitor, Param};
+use attend_model::fused::{self, adamw::AdamWStep};
+use burn::module::{AutodiffModule, ModuleVisitor, Param};
 use burn::optim::adaptor::OptimizerAdaptor;
 use burn::optim::decay::WeightDecayConfig;
 use burn::optim::momentum::MomentumConfig;
-use burn::optim::{Adam, AdamConfig, AdamW, AdamWConfig, GradientsParams, Optimizer, Sgd, SgdConfig};
+use burn::optim::{
+    Adam, AdamConfig, AdamWState, AdaptiveMomentumState, GradientsParams, LearningRate, Optimizer, Sgd, SgdConfig,
+    SimpleOptimizer,
+};
 use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder, Recorder, RecorderError};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::Tensor;
@@ -23,7 +29,7 @@ use crate::config::{OptimizerKind, TrainConfig};
 /// One of the optimizers, chosen by `train.optimizer`.
 pub enum Optim<B: AutodiffBackend, M: AutodiffModule<B>> {
     Adam(OptimizerAdaptor<Adam, M, B>),
-    AdamW(OptimizerAdaptor<AdamW, M, B>, f64),
+    AdamW(OptimizerAdaptor<GroupedAdamW, M, B>),
     Sgd(OptimizerAdaptor<Sgd<B::InnerBackend>, M, B>),
     /// SGD steps, and the mean of the iterates from `train.asgd_start` on.
     Asgd(OptimizerAdaptor<Sgd<B::InnerBackend>, M, B>, IterateMean<M::InnerModule>),
@@ -41,16 +47,12 @@ impl<B: AutodiffBackend, M: AutodiffModule<B>> Optim<B, M> {
                     .with_weight_decay(decay)
                     .init(),
             ),
-            // Burn's own decay is off: ours below exempts 1-D parameters.
-            OptimizerKind::Adamw => Optim::AdamW(
-                AdamWConfig::new()
-                    .with_beta_1(c.beta1 as f32)
-                    .with_beta_2(c.beta2 as f32)
-                    .with_epsilon(c.eps as f32)
-                    .with_weight_decay(0.0)
-                    .init(),
-                c.weight_decay,
-            ),
+            OptimizerKind::Adamw => Optim::AdamW(OptimizerAdaptor::from(GroupedAdamW {
+                beta_1: c.beta1 as f32,
+                beta_2: c.beta2 as f32,
+                epsilon: c.eps as f32,
+                weight_decay: c.weight_decay,
+            })),
             OptimizerKind::Sgd => Optim::Sgd(sgd(c, decay)),
             OptimizerKind::Asgd => Optim::Asgd(sgd(c, decay), IterateMean::new(c.asgd_start)),
         }
@@ -60,11 +62,7 @@ impl<B: AutodiffBackend, M: AutodiffModule<B>> Optim<B, M> {
     pub fn step(&mut self, step: u64, lr: f64, module: M, grads: GradientsParams) -> M {
         match self {
             Optim::Adam(o) => o.step(lr, module, grads),
-            Optim::AdamW(o, decay) => {
-                let module =
-                    if *decay > 0.0 { module.map(&mut DecayMatrices { factor: 1.0 - lr * *decay }) } else { module };
-                o.step(lr, module, grads)
-            }
+            Optim::AdamW(o) => o.step(lr, module, grads),
             Optim::Sgd(o) => o.step(lr, module, grads),
             Optim::Asgd(o, mean) => {
                 let module = o.step(lr, module, grads);
@@ -95,7 +93,7 @@ impl<B: AutodiffBackend, M: AutodiffModule<B>> Optim<B, M> {
         let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
         match self {
             Optim::Adam(o) => Recorder::<B>::record(&recorder, o.to_record(), path.into()),
-            Optim::AdamW(o, _) => Recorder::<B>::record(&recorder, o.to_record(), path.into()),
+            Optim::AdamW(o) => Recorder::<B>::record(&recorder, o.to_record(), path.into()),
             Optim::Sgd(o) => Recorder::<B>::record(&recorder, o.to_record(), path.into()),
             Optim::Asgd(o, mean) => {
                 Recorder::<B>::record(&recorder, o.to_record(), path.into())?;
@@ -110,7 +108,7 @@ impl<B: AutodiffBackend, M: AutodiffModule<B>> Optim<B, M> {
         let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
         Ok(match self {
             Optim::Adam(o) => Optim::Adam(o.load_record(Recorder::<B>::load(&recorder, path.into(), device)?)),
-            Optim::AdamW(o, d) => Optim::AdamW(o.load_record(Recorder::<B>::load(&recorder, path.into(), device)?), d),
+            Optim::AdamW(o) => Optim::AdamW(o.load_record(Recorder::<B>::load(&recorder, path.into(), device)?)),
             Optim::Sgd(o) => Optim::Sgd(o.load_record(Recorder::<B>::load(&recorder, path.into(), device)?)),
             Optim::Asgd(o, mean) => {
                 let o = o.load_record(Recorder::<B>::load(&recorder, path.into(), device)?);
@@ -144,21 +142,48 @@ fn sgd<B: AutodiffBackend, M: AutodiffModule<B>>(
         .init()
 }
 
-/// `θ ← θ · factor` for parameters of two or more dimensions.
-struct DecayMatrices {
-    factor: f64,
+/// AdamW as PyTorch and nanoGPT take it: decoupled decay `θ ← θ(1 − lr·λ)` on parameters of
+/// two or more dimensions only (nanoGPT's decay groups), then the Adam step with bias
+/// correction and ε added after the root. Parameters without a gradient (frozen) are not
+/// touched at all, decay included, as in PyTorch. The update of each parameter is one pass
+/// where the backend has a kernel; its state is Burn's `AdamWState`, so checkpoints keep the
+/// format Burn's `AdamW` writes.
+#[derive(Clone, Debug)]
+pub struct GroupedAdamW {
+    pub beta_1: f32,
+    pub beta_2: f32,
+    pub epsilon: f32,
+    pub weight_decay: f64,
 }
 
-impl<B: AutodiffBackend> ModuleMapper<B> for DecayMatrices {
-    fn map_float<const D: usize>(&mut self, param: Param<Tensor<B, D>>) -> Param<Tensor<B, D>> {
-        let (id, tensor, mapper) = param.consume();
-        // Frozen parameters (no gradient) are not decayed either.
-        let tensor = if D >= 2 && tensor.is_require_grad() {
-            Tensor::from_inner(tensor.inner().mul_scalar(self.factor)).require_grad()
-        } else {
-            tensor
+impl<B: Backend> SimpleOptimizer<B> for GroupedAdamW {
+    type State<const D: usize> = AdamWState<B, D>;
+
+    fn step<const D: usize>(
+        &self,
+        lr: LearningRate,
+        tensor: Tensor<B, D>,
+        grad: Tensor<B, D>,
+        state: Option<Self::State<D>>,
+    ) -> (Tensor<B, D>, Option<Self::State<D>>) {
+        let time = state.as_ref().map_or(1, |s| s.momentum.time + 1);
+        let moments = state.map(|s| (s.momentum.moment_1, s.momentum.moment_2));
+        let step = AdamWStep {
+            lr,
+            beta_1: self.beta_1,
+            beta_2: self.beta_2,
+            epsilon: self.epsilon,
+            decay: if D >= 2 && self.weight_decay > 0.0 { 1.0 - lr * self.weight_decay } else { 1.0 },
+            time: time as i32,
         };
-        Param::from_mapped_value(id, tensor, mapper)
+        let [tensor, moment_1, moment_2] = fused::adamw(tensor, grad, moments, step);
+        (tensor, Some(AdamWState::new(AdaptiveMomentumState::new(time, moment_1, moment_2))))
+    }
+
+    fn to_device<const D: usize>(mut state: Self::State<D>, device: &B::Device) -> Self::State<D> {
+        state.momentum.moment_1 = state.momentum.moment_1.to_device(device);
+        state.momentum.moment_2 = state.momentum.moment_2.to_device(device);
+        state
     }
 }
 

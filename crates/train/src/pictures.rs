@@ -45,7 +45,8 @@ fn heads<B: Backend>(weights: Tensor<B, 4>, rows: &[String], cols: &[String]) ->
 
 fn write(out: &Path, name: &str, title: &str, panels: &[Panel], scale: Scale) -> Result<PathBuf, TrainError> {
     let path = out.join(name);
-    std::fs::write(&path, svg(title, panels, scale, CELL)).map_err(io_err(&path))?;
+    let picture = svg(title, panels, scale, CELL).map_err(io_err(&path))?;
+    std::fs::write(&path, picture).map_err(io_err(&path))?;
     Ok(path)
 }
 
@@ -174,14 +175,7 @@ pub fn learned_panel<B: Backend>(run: &Path, len: Option<usize>, device: &B::Dev
 /// Writes one panel of positions to `out` (blue negative, red positive).
 pub fn write_positions(panel: &Panel, out: &Path) -> Result<(), TrainError> {
     let cell = (900.0 / panel.cols.len().max(panel.rows.len()) as f32).clamp(2.0, 14.0);
-    std::fs::write(
-        out,
-        svg(
-            "positional encodings (rows: position t; columns: dimension)",
-            std::slice::from_ref(panel),
-            Scale::Signed,
-            cell,
-        ),
-    )
-    .map_err(io_err(out))
+    let title = "positional encodings (rows: position t; columns: dimension)";
+    let picture = svg(title, std::slice::from_ref(panel), Scale::Signed, cell).map_err(io_err(out))?;
+    std::fs::write(out, picture).map_err(io_err(out))
 }

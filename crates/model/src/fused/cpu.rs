@@ -251,6 +251,6 @@ impl core::ops::Deref for Values {
     }
 }
 
-fn tensor(values: Vec<f32>, shape: burn::tensor::Shape) -> T {
+pub(super) fn tensor(values: Vec<f32>, shape: burn::tensor::Shape) -> T {
     NdArrayTensor::from_data(TensorData::new(values, shape))
 }

@@ -22,7 +22,9 @@
 //! | attention `softmax(s·QKᵀ + mask)·V` per head | 6 + ~10 (scale, transposed copy, product, mask, softmax, product) | 1 + 1, products through strides |
 //! | linear map over rows `x·W + b` | 1-2 + 3-5 (transposed copies of `x`, `W` for the backward) | 1 + 3 products, no copies |
 //! | softmax + cross-entropy over the vocabulary | 6 + ~10, keeping `log p` (`[rows, V]`) | 1 + 1, keeping the logits |
+//! | AdamW update of a parameter ([`adamw`]) | ~15 (moments, bias correction, root, decay, step) | 1 |
 
+pub mod adamw;
 mod attention;
 mod autodiff;
 mod cpu;
@@ -288,6 +290,27 @@ fn dispatch<O: Unary, B: Backend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, 
         on::<O, B, NdArray<f32>, D>(x)
     } else {
         O::composed(x)
+    }
+}
+
+/// One AdamW update of a parameter (formulas in [`adamw`]): `[θ, m, v]` after it, from the
+/// parameter, its gradient and its moments (`None` on the first update), in one pass where
+/// the backend has a kernel. The same bits either way.
+///
+/// # Shapes
+/// - `param`, `grad`, the moments: one shape; outputs: the same
+pub fn adamw<B: Backend, const D: usize>(
+    param: Tensor<B, D>,
+    grad: Tensor<B, D>,
+    moments: Option<(Tensor<B, D>, Tensor<B, D>)>,
+    step: adamw::AdamWStep,
+) -> [Tensor<B, D>; 3] {
+    if is::<B, NdArray<f32>>() {
+        let raw = |t: Tensor<B, D>| same::<Tensor<B, D>, Tensor<NdArray<f32>, D>>(t).into_primitive().tensor();
+        let out = adamw::cpu(raw(param), raw(grad), moments.map(|(m, v)| [raw(m), raw(v)]), step);
+        out.map(|t| same(Tensor::<NdArray<f32>, D>::from_primitive(TensorPrimitive::Float(t))))
+    } else {
+        adamw::composed(param, grad, moments, step)
     }
 }
 

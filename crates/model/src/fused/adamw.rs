@@ -1,0 +1,94 @@
+//! One AdamW update of a parameter (Loshchilov & Hutter; PyTorch's and nanoGPT's form) in one
+//! pass over the parameter, its gradient and its two moments, where Burn's `AdamW` makes
+//! about fifteen passes, each allocating a new buffer:
+//!
+//! ```text
+//! m ← β₁·m + (1 − β₁)·g            v ← β₂·v + (1 − β₂)·g²
+//! m̂ = m / (1 − β₁ᵗ)                v̂ = v / (1 − β₂ᵗ)
+//! θ ← θ·decay − lr · m̂ / (√v̂ + ε)   (decay = 1 − lr·λ, or 1 where the parameter is exempt)
+//! ```
+//!
+//! Each element goes through the same f32 operations in the same order as the composed form
+//! ([`composed`], Burn's `AdamW` with the decay multiplied in first), so the two give the same
+//! bits: a run is the same whichever path it takes (tested).
+
+use burn::tensor::backend::Backend;
+use burn::tensor::ops::FloatTensor;
+use burn::tensor::Tensor;
+use burn_ndarray::NdArray;
+use rayon::prelude::*;
+
+use super::cpu::{tensor, values, GRAIN};
+
+/// The scalars of one update.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdamWStep {
+    /// The learning rate of this step.
+    pub lr: f64,
+    pub beta_1: f32,
+    pub beta_2: f32,
+    pub epsilon: f32,
+    /// The factor the parameter is multiplied by before the update: `1 − lr·λ`, or exactly 1
+    /// for a parameter exempt from decay.
+    pub decay: f64,
+    /// The update's number, from 1 (bias correction).
+    pub time: i32,
+}
+
+/// The composed form in Burn's tensor operations: `(θ, m, v)` after the update; `moments`
+/// `None` on the first update (moments start at zero).
+pub fn composed<B: Backend, const D: usize>(
+    param: Tensor<B, D>,
+    grad: Tensor<B, D>,
+    moments: Option<(Tensor<B, D>, Tensor<B, D>)>,
+    s: AdamWStep,
+) -> [Tensor<B, D>; 3] {
+    let (f1, f2) = (1.0 - s.beta_1, 1.0 - s.beta_2);
+    let (m, v) = match moments {
+        Some((m, v)) => (
+            m.mul_scalar(s.beta_1).add(grad.clone().mul_scalar(f1)),
+            v.mul_scalar(s.beta_2).add(grad.square().mul_scalar(f2)),
+        ),
+        None => (grad.clone().mul_scalar(f1), grad.square().mul_scalar(f2)),
+    };
+    let m_hat = m.clone().div_scalar(1f32 - s.beta_1.powi(s.time));
+    let v_hat = v.clone().div_scalar(1f32 - s.beta_2.powi(s.time));
+    let delta = m_hat.div(v_hat.sqrt().add_scalar(s.epsilon));
+    let param = if s.decay == 1.0 { param } else { param.mul_scalar(s.decay) };
+    [param - delta.mul_scalar(s.lr), m, v]
+}
+
+type T = FloatTensor<NdArray<f32>>;
+
+/// The kernel: one parallel pass, three new buffers.
+pub fn cpu(param: T, grad: T, moments: Option<[T; 2]>, s: AdamWStep) -> [T; 3] {
+    let (shape, p) = values(param);
+    let (_, g) = values(grad);
+    let moments = moments.map(|[m, v]| (values(m).1, values(v).1));
+    let n = p.len();
+    let (mut p_out, mut m_out, mut v_out) = (vec![0.0f32; n], vec![0.0f32; n], vec![0.0f32; n]);
+    let (f1, f2) = (1.0 - s.beta_1, 1.0 - s.beta_2);
+    let (c1, c2) = (1f32 - s.beta_1.powi(s.time), 1f32 - s.beta_2.powi(s.time));
+    let (lr, decay, exempt) = (s.lr as f32, s.decay as f32, s.decay == 1.0);
+    let (b1, b2, eps) = (s.beta_1, s.beta_2, s.epsilon);
+    let outs = p_out.par_chunks_mut(GRAIN).zip(m_out.par_chunks_mut(GRAIN)).zip(v_out.par_chunks_mut(GRAIN));
+    outs.enumerate().for_each(|(chunk, ((po, mo), vo))| {
+        let start = chunk * GRAIN;
+        let range = start..start + po.len();
+        let (p, g) = (&p[range.clone()], &g[range.clone()]);
+        let old = moments.as_ref().map(|(m, v)| (&m[range.clone()], &v[range.clone()]));
+        for i in 0..po.len() {
+            let gi = g[i];
+            let (m, v) = match old {
+                Some((m, v)) => (m[i] * b1 + gi * f1, v[i] * b2 + gi * gi * f2),
+                None => (gi * f1, gi * gi * f2),
+            };
+            let delta = (m / c1) / ((v / c2).sqrt() + eps);
+            let theta = if exempt { p[i] } else { p[i] * decay };
+            po[i] = theta - delta * lr;
+            mo[i] = m;
+            vo[i] = v;
+        }
+    });
+    [tensor(p_out, shape.clone()), tensor(m_out, shape.clone()), tensor(v_out, shape)]
+}
