@@ -28,14 +28,11 @@ use crate::fused::Weight;
 /// the projection to execute before the attention hid the error, so it is the fused graph's,
 /// not the arithmetic's). There is nothing to gain from flattening one position anyway.
 pub fn positionwise<B: Backend>(layer: &Linear<B>, x: Tensor<B, 3>) -> Tensor<B, 3> {
-    let [batch, len, d_in] = x.dims();
-    if len == 1 {
+    if x.dims()[1] == 1 {
         return layer.forward(x);
     }
     let bias = layer.bias.as_ref().map(|b| b.val());
-    let y = crate::fused::linear(x.reshape([batch * len, d_in]), layer.weight.val(), bias, Weight::InOut);
-    let d_out = y.dims()[1];
-    y.reshape([batch, len, d_out])
+    crate::fused::linear(x, layer.weight.val(), bias, Weight::InOut)
 }
 
 /// `x Mᵀ` for every position of `x`, with `m` stored `[d_out, d_in]` (a tied embedding).
@@ -46,12 +43,10 @@ pub fn positionwise<B: Backend>(layer: &Linear<B>, x: Tensor<B, 3>) -> Tensor<B,
 /// - `m`: `[d_out, d_in]`
 /// - output: `[batch, len, d_out]`
 pub fn positionwise_transposed<B: Backend>(x: Tensor<B, 3>, m: Tensor<B, 2>) -> Tensor<B, 3> {
-    let [batch, len, d_in] = x.dims();
-    let d_out = m.dims()[0];
-    if len == 1 {
+    if x.dims()[1] == 1 {
         return burn::tensor::module::linear(x, m.transpose(), None);
     }
-    crate::fused::linear(x.reshape([batch * len, d_in]), m, None, Weight::OutIn).reshape([batch, len, d_out])
+    crate::fused::linear(x, m, None, Weight::OutIn)
 }
 
 #[cfg(test)]

@@ -9,7 +9,11 @@
 //! the composed path when attention dropout is active.
 //!
 //! The CPU kernel runs the heads in parallel (rayon), each head's products in `gemm`, reading
-//! `Q`, `K`, `V` and `dO` through their strides (no gathered copies, transposes for free).
+//! `Q`, `K`, `V` and `dO` through their strides (no gathered copies, transposes for free), and
+//! writing `O`, `dQ`, `dK`, `dV` where the model wants them: in `[batch, len, heads, d]` order,
+//! handed back as `[batch, heads, len, d]` views of it. The heads' split (`reshape` then
+//! `swap_dims`) and join (`swap_dims` then `reshape`) around attention then cost no copy,
+//! forward or backward.
 
 use burn::tensor::backend::Backend;
 use burn::tensor::ops::{BoolTensor, FloatTensor};
@@ -17,7 +21,7 @@ use burn::tensor::{Bool, Tensor, TensorData, TensorPrimitive};
 use burn_ndarray::{NdArray, NdArrayTensor};
 use rayon::prelude::*;
 
-use super::linear::{product_into, view};
+use super::linear::{product_into, product_to, view};
 use crate::mask::MASKED_SCORE;
 
 /// `[O, P]`, composed of Burn's operations.
@@ -156,9 +160,10 @@ pub(super) fn cpu(q: F, k: F, v: F, mask: Option<BoolTensor<NdArray<f32>>>, scal
     let mask = mask.map(Mask::new);
     let bases = [q.base(), k.base(), v.base()].map(Address);
     let mut weights = vec![0.0f32; batch * heads * queries * keys];
-    let mut context = vec![0.0f32; batch * heads * queries * d_v];
-    weights.par_chunks_mut(queries * keys).zip(context.par_chunks_mut(queries * d_v)).enumerate().for_each(
-        |(head, (p, o))| {
+    let mut context = vec![0.0f32; batch * queries * heads * d_v];
+    let out = Interleaved::new(&mut context, heads, queries, d_v);
+    weights.par_chunks_mut(queries * keys).enumerate().for_each(
+        |(head, p)| {
             let [qb, kb, vb] = bases;
             let (qm, km) = (q.matrix(qb.0, head, false), k.matrix(kb.0, head, true));
             product_into(p, queries, keys, d_k, qm, km, scale as f32, false);
@@ -173,11 +178,62 @@ pub(super) fn cpu(q: F, k: F, v: F, mask: Option<BoolTensor<NdArray<f32>>>, scal
                 }
                 super::cpu::softmax_row(scores);
             }
-            product_into(o, queries, d_v, keys, view(p, keys, false), v.matrix(vb.0, head, false), 1.0, false);
+            // SAFETY: head `head`'s rows of `context`, which no other task touches.
+            unsafe { out.write(head, [queries, d_v, keys], view(p, keys, false), v.matrix(vb.0, head, false), 1.0) };
         },
     );
-    let tensor = |values, dims: [usize; 4]| NdArrayTensor::from_data(TensorData::new(values, dims));
-    [tensor(context, [batch, heads, queries, d_v]), tensor(weights, [batch, heads, queries, keys])]
+    let weights = NdArrayTensor::from_data(TensorData::new(weights, [batch, heads, queries, keys]));
+    [by_heads(context, [batch, queries, heads, d_v]), weights]
+}
+
+/// A `[batch, len, heads, d]` buffer that the tasks of a parallel loop over (batch, head)
+/// write into, each its own head's `len × d` matrix (row stride `heads·d`).
+struct Interleaved {
+    base: *mut f32,
+    heads: usize,
+    len: usize,
+    d: usize,
+}
+
+// SAFETY: tasks write disjoint elements (one head each, `Interleaved::write`'s contract), and
+// the buffer outlives the parallel loop that borrows it.
+unsafe impl Send for Interleaved {}
+unsafe impl Sync for Interleaved {}
+
+impl Interleaved {
+    fn new(buffer: &mut [f32], heads: usize, len: usize, d: usize) -> Interleaved {
+        assert_eq!(buffer.len() % (heads * len * d).max(1), 0, "a whole number of [len, heads, d] blocks");
+        Interleaved { base: buffer.as_mut_ptr(), heads, len, d }
+    }
+
+    /// `head`'s matrix (batch-major numbering) `= scale · lhs · rhs`, `[m, n, k]` with `m` =
+    /// `len` and `n` = `d`.
+    ///
+    /// # Safety
+    /// No other thread may write `head` at the same time; `lhs` and `rhs` as `product_to` asks.
+    unsafe fn write(
+        &self,
+        head: usize,
+        [m, n, k]: [usize; 3],
+        lhs: (*const f32, isize, isize),
+        rhs: (*const f32, isize, isize),
+        scale: f32,
+    ) {
+        assert!(m == self.len && n == self.d, "a head's matrix is len x d");
+        let (b, h) = (head / self.heads, head % self.heads);
+        let offset = b * self.len * self.heads * self.d + h * self.d;
+        // SAFETY: `offset` and the `m` rows of stride `heads·d` after it lie inside the buffer
+        // (checked in `new`, with b < batch); the caller keeps other threads off this head.
+        unsafe { product_to(self.base.add(offset), (self.heads * self.d) as isize, [m, n, k], lhs, rhs, scale) }
+    }
+}
+
+/// `values` laid out `[batch, len, heads, d]` as a `[batch, heads, len, d]` tensor (a
+/// permuted view: no copy).
+fn by_heads(values: Vec<f32>, dims: [usize; 4]) -> F {
+    let array = ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(&dims), values)
+        .expect("the buffer holds the product of its dimensions");
+    NdArrayTensor::from(array.permuted_axes(ndarray::IxDyn(&[0, 2, 1, 3])).into_shared())
 }
 
 /// The backward kernel: `[dQ, dK, dV]`.
@@ -188,14 +244,16 @@ pub(super) fn cpu_backward(q: F, k: F, v: F, weights: F, grad: F, scale: f64) ->
     let (keys, d_v) = (k.dims[2], v.dims[3]);
     let bases = [q.base(), k.base(), v.base(), d_o.base()].map(Address);
     let (mut dq, mut dk, mut dv) = (
-        vec![0.0f32; batch * heads * queries * d_k],
-        vec![0.0f32; batch * heads * keys * d_k],
-        vec![0.0f32; batch * heads * keys * d_v],
+        vec![0.0f32; batch * queries * heads * d_k],
+        vec![0.0f32; batch * keys * heads * d_k],
+        vec![0.0f32; batch * keys * heads * d_v],
     );
-    dq.par_chunks_mut(queries * d_k)
-        .zip(dk.par_chunks_mut(keys * d_k).zip(dv.par_chunks_mut(keys * d_v)))
-        .enumerate()
-        .for_each(|(head, (dq, (dk, dv)))| {
+    let (dq_out, dk_out, dv_out) = (
+        Interleaved::new(&mut dq, heads, queries, d_k),
+        Interleaved::new(&mut dk, heads, keys, d_k),
+        Interleaved::new(&mut dv, heads, keys, d_v),
+    );
+    (0..batch * heads).into_par_iter().for_each(|head| {
             let [qb, kb, vb, ob] = bases;
             let p = &p[head * queries * keys..][..queries * keys];
             let mut ds = vec![0.0f32; queries * keys];
@@ -206,15 +264,18 @@ pub(super) fn cpu_backward(q: F, k: F, v: F, weights: F, grad: F, scale: f64) ->
                 ds.iter_mut().zip(p).for_each(|(d, &p)| *d = p * (*d - dot));
             }
             let s = scale as f32;
-            product_into(dq, queries, d_k, keys, view(&ds, keys, false), k.matrix(kb.0, head, false), s, false);
-            product_into(dk, keys, d_k, queries, view(&ds, keys, true), q.matrix(qb.0, head, false), s, false);
-            product_into(dv, keys, d_v, queries, view(p, keys, true), d_o.matrix(ob.0, head, false), 1.0, false);
+            // SAFETY: head `head`'s rows of `dq`, `dk`, `dv`, which no other task touches.
+            unsafe {
+                let (dsm, dst) = (view(&ds, keys, false), view(&ds, keys, true));
+                dq_out.write(head, [queries, d_k, keys], dsm, k.matrix(kb.0, head, false), s);
+                dk_out.write(head, [keys, d_k, queries], dst, q.matrix(qb.0, head, false), s);
+                dv_out.write(head, [keys, d_v, queries], view(p, keys, true), d_o.matrix(ob.0, head, false), 1.0);
+            }
         });
-    let tensor = |values, dims: [usize; 4]| NdArrayTensor::from_data(TensorData::new(values, dims));
     [
-        tensor(dq, [batch, heads, queries, d_k]),
-        tensor(dk, [batch, heads, keys, d_k]),
-        tensor(dv, [batch, heads, keys, d_v]),
+        by_heads(dq, [batch, queries, heads, d_k]),
+        by_heads(dk, [batch, keys, heads, d_k]),
+        by_heads(dv, [batch, keys, heads, d_v]),
     ]
 }
 

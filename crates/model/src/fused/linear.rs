@@ -95,6 +95,49 @@ pub(super) fn product_into(
     multiply(dst, [m, n, k], lhs, rhs, scale, accumulate, gemm::Parallelism::None);
 }
 
+/// `dst[m, n] = scale · lhs[m, k] · rhs[k, n]` into a strided destination (column stride 1,
+/// row stride `dst_rs`) on this thread only: attention writes each head's rows straight into
+/// a `[batch, len, heads, d]` buffer.
+///
+/// # Safety
+/// `dst` must address an `m × n` matrix with row stride `dst_rs` inside a live buffer that no
+/// other thread reads or writes at those elements during the call, and that overlaps neither
+/// operand.
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn product_to(
+    dst: *mut f32,
+    dst_rs: isize,
+    [m, n, k]: [usize; 3],
+    lhs: (*const f32, isize, isize),
+    rhs: (*const f32, isize, isize),
+    scale: f32,
+) {
+    // SAFETY: the caller's contract above; operands as in `multiply`.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst,
+            1,
+            dst_rs,
+            false,
+            lhs.0,
+            lhs.1,
+            lhs.2,
+            rhs.0,
+            rhs.1,
+            rhs.2,
+            1.0,
+            scale,
+            false,
+            false,
+            false,
+            gemm::Parallelism::None,
+        )
+    }
+}
+
 /// The one call into `gemm`: `dst` row-major `[m, n]`, operands as `(pointer, column stride,
 /// row stride)`.
 fn multiply(
@@ -140,7 +183,8 @@ fn multiply(
 pub(super) fn cpu(x: F, w: F, b: Option<F>, layout: Weight) -> F {
     let (shape, x) = super::cpu::values(x);
     let (w_shape, w) = super::cpu::values(w);
-    let (rows, d_in) = (shape[0], shape[1]);
+    let d_in = shape[shape.num_dims() - 1];
+    let rows = x.len() / d_in.max(1);
     let d_out = if layout == Weight::InOut { w_shape[1] } else { w_shape[0] };
     assert_eq!(w.len(), d_in * d_out, "linear: weight of shape {w_shape:?} for {d_in} inputs");
     let mut y = vec![0.0f32; rows * d_out];
@@ -153,7 +197,10 @@ pub(super) fn cpu(x: F, w: F, b: Option<F>, layout: Weight) -> F {
         Weight::OutIn => view(&w, d_in, true),
     };
     product(&mut y, rows, d_out, d_in, view(&x, d_in, false), w_view, true);
-    tensor(y, [rows, d_out])
+    let mut out = shape;
+    let last = out.num_dims() - 1;
+    out[last] = d_out;
+    NdArrayTensor::from_data(TensorData::new(y, out))
 }
 
 /// The backward kernel: `[dx, dW, db]`, the weight's gradient in the weight's layout.
@@ -161,7 +208,8 @@ pub(super) fn cpu_backward(x: F, w: F, grad: F, layout: Weight) -> [F; 3] {
     let (shape, x) = super::cpu::values(x);
     let (w_shape, w) = super::cpu::values(w);
     let (_, grad) = super::cpu::values(grad);
-    let (rows, d_in) = (shape[0], shape[1]);
+    let d_in = shape[shape.num_dims() - 1];
+    let rows = x.len() / d_in.max(1);
     let d_out = grad.len() / rows.max(1);
     let mut dx = vec![0.0f32; rows * d_in];
     let mut dw = vec![0.0f32; d_in * d_out];
@@ -179,37 +227,51 @@ pub(super) fn cpu_backward(x: F, w: F, grad: F, layout: Weight) -> [F; 3] {
     for row in grad.chunks(d_out) {
         db.iter_mut().zip(row).for_each(|(s, &g)| *s += g);
     }
-    [tensor(dx, [rows, d_in]), tensor(dw, [w_shape[0], w_shape[1]]), tensor(db, [d_out])]
+    [NdArrayTensor::from_data(TensorData::new(dx, shape)), tensor(dw, [w_shape[0], w_shape[1]]), tensor(db, [d_out])]
 }
 
 fn tensor<const D: usize>(values: Vec<f32>, shape: [usize; D]) -> F {
     NdArrayTensor::from_data(TensorData::new(values, shape))
 }
 
-/// `x·W + b` over the rows of `x`, fused where the backend has a kernel.
+/// `x·W + b` over the rows of `x` (every position of its last axis), fused where the backend
+/// has a kernel. The kernel reads `x` as the matrix of its rows without reshaping it:
+/// burn-ndarray 0.21's `reshape` copies even a contiguous tensor (it turns a borrowed view
+/// into a new array), and position-wise maps would pay that on the way in and out, forward
+/// and backward.
 ///
 /// # Shapes
-/// - `x`: `[rows, d_in]`; `w`: `[d_in, d_out]` (`InOut`) or `[d_out, d_in]` (`OutIn`);
-///   `b`: `[d_out]`; output: `[rows, d_out]`
-pub fn linear<B: Backend>(x: Tensor<B, 2>, w: Tensor<B, 2>, b: Option<Tensor<B, 1>>, layout: Weight) -> Tensor<B, 2> {
+/// - `x`: `[..., d_in]`; `w`: `[d_in, d_out]` (`InOut`) or `[d_out, d_in]` (`OutIn`);
+///   `b`: `[d_out]`; output: `[..., d_out]`
+pub fn linear<B: Backend, const D: usize>(
+    x: Tensor<B, D>,
+    w: Tensor<B, 2>,
+    b: Option<Tensor<B, 1>>,
+    layout: Weight,
+) -> Tensor<B, D> {
     use super::{is, same, FusedOps};
     use burn::backend::Autodiff;
-    fn on<B: Backend, K: FusedOps>(
-        x: Tensor<B, 2>,
+    fn on<B: Backend, K: FusedOps, const D: usize>(
+        x: Tensor<B, D>,
         w: Tensor<B, 2>,
         b: Option<Tensor<B, 1>>,
         layout: Weight,
-    ) -> Tensor<B, 2> {
-        let x = same::<Tensor<B, 2>, Tensor<K, 2>>(x).into_primitive().tensor();
+    ) -> Tensor<B, D> {
+        let x = same::<Tensor<B, D>, Tensor<K, D>>(x).into_primitive().tensor();
         let w = same::<Tensor<B, 2>, Tensor<K, 2>>(w).into_primitive().tensor();
         let b = b.map(|b| same::<Tensor<B, 1>, Tensor<K, 1>>(b).into_primitive().tensor());
-        same(Tensor::<K, 2>::from_primitive(TensorPrimitive::Float(K::fused_linear(x, w, b, layout))))
+        same(Tensor::<K, D>::from_primitive(TensorPrimitive::Float(K::fused_linear(x, w, b, layout))))
     }
     if is::<B, Autodiff<NdArray<f32>>>() {
-        on::<B, Autodiff<NdArray<f32>>>(x, w, b, layout)
+        on::<B, Autodiff<NdArray<f32>>, D>(x, w, b, layout)
     } else if is::<B, NdArray<f32>>() {
-        on::<B, NdArray<f32>>(x, w, b, layout)
+        on::<B, NdArray<f32>, D>(x, w, b, layout)
     } else {
-        composed(x, w, b, layout)
+        let dims = x.dims();
+        let d_in = dims[D - 1];
+        let y = composed(x.reshape([dims.iter().product::<usize>() / d_in.max(1), d_in]), w, b, layout);
+        let mut out = dims;
+        out[D - 1] = y.dims()[1];
+        y.reshape(out)
     }
 }

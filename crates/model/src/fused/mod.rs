@@ -149,23 +149,30 @@ pub trait FusedOps: Backend {
         bias: Option<FloatTensor<Self>>,
         layout: Weight,
     ) -> FloatTensor<Self> {
-        let tensor = |t| Tensor::<Self, 2>::from_primitive(TensorPrimitive::Float(t));
+        let shape = x.shape();
         let bias = bias.map(|b| Tensor::<Self, 1>::from_primitive(TensorPrimitive::Float(b)));
-        linear::composed(tensor(x), tensor(weight), bias, layout).into_primitive().tensor()
+        let w = Tensor::<Self, 2>::from_primitive(TensorPrimitive::Float(weight));
+        let y = linear::composed(matrix::<Self>(x), w, bias, layout);
+        let mut out = shape;
+        let last = out.num_dims() - 1;
+        out[last] = y.dims()[1];
+        Self::float_reshape(y.into_primitive().tensor(), out)
     }
 
-    /// `[dx, dW, db]` of [`FusedOps::fused_linear`] from the output's gradient.
+    /// `[dx, dW, db]` of [`FusedOps::fused_linear`] from the output's gradient (`dx` in `x`'s
+    /// shape).
     fn fused_linear_backward(
         x: FloatTensor<Self>,
         weight: FloatTensor<Self>,
         grad: FloatTensor<Self>,
         layout: Weight,
     ) -> [FloatTensor<Self>; 3] {
-        let tensor = |t| Tensor::<Self, 2>::from_primitive(TensorPrimitive::Float(t));
-        let [dx, dw, db] = linear::composed_backward(tensor(x), tensor(weight), tensor(grad), layout);
+        let shape = x.shape();
+        let w = Tensor::<Self, 2>::from_primitive(TensorPrimitive::Float(weight));
+        let [dx, dw, db] = linear::composed_backward(matrix::<Self>(x), w, matrix::<Self>(grad), layout);
         let d_out = db.dims()[1];
         let db = db.reshape([d_out]).into_primitive().tensor();
-        [dx.into_primitive().tensor(), dw.into_primitive().tensor(), db]
+        [Self::float_reshape(dx.into_primitive().tensor(), shape), dw.into_primitive().tensor(), db]
     }
 
     /// Softmax + cross-entropy per row of `logits` (`[rows, V]`) against `targets` (`[rows]`):
@@ -326,6 +333,13 @@ fn same<A: 'static, T: 'static>(value: A) -> T {
         Some(same) => same.take().expect("just filled"),
         None => unreachable!("checked to be the same type"),
     }
+}
+
+/// `x` as the matrix of its rows over the last axis.
+fn matrix<B: Backend>(x: FloatTensor<B>) -> Tensor<B, 2> {
+    let shape = x.shape();
+    let last = shape[shape.num_dims() - 1];
+    as_rank::<B, 2>(x, [shape.num_elements() / last.max(1), last])
 }
 
 /// `f` on `x` flattened to one axis, reshaped back.

@@ -308,6 +308,34 @@ fn fused_linear_matches_the_composed_form_in_value_and_gradients_for_both_weight
     }
 }
 
+/// A `[batch, len, d_in]` input is its `[batch·len, d_in]` rows: the same values and gradients,
+/// in the input's shape, from the kernel (which reads the rows without a reshape) and from
+/// the trait's composed default.
+#[test]
+fn fused_linear_of_a_3d_input_equals_the_map_over_its_flattened_rows() {
+    fn both<B: burn::tensor::backend::AutodiffBackend>(layout: Weight, direct: bool) -> Vec<Vec<f32>> {
+        linear_grads::<B>([12, 5, 7], layout, |x, w, b| {
+            if direct {
+                let y = linear(x.reshape([3, 4, 5]), w, b, layout);
+                assert_eq!(y.dims(), [3, 4, 7]);
+                y.reshape([12, 7])
+            } else {
+                linear(x, w, b, layout)
+            }
+        })
+    }
+    type Plain = Autodiff<NdArray<f32, i32>>;
+    for layout in [Weight::InOut, Weight::OutIn] {
+        let reference = both::<Grad>(layout, false);
+        for (what, (a, b)) in ["value", "dx", "dW", "db"].iter().zip(both::<Grad>(layout, true).iter().zip(&reference)) {
+            close(a, b, 1e-6, what);
+        }
+        for (what, (a, b)) in ["value", "dx", "dW", "db"].iter().zip(both::<Plain>(layout, true).iter().zip(&reference)) {
+            close(a, b, 2e-5, what);
+        }
+    }
+}
+
 #[test]
 fn composed_linear_backward_matches_autodiff_of_the_composed_form() {
     type Plain = Autodiff<NdArray<f32, i32>>;
