@@ -89,7 +89,7 @@ fn main() {
         std::env::set_var("MATMUL_NUM_THREADS", cores.to_string());
     }
     let cli = Cli::parse();
-    let result = match cli.command {
+    let result = on_worker(move || match cli.command {
         Command::Train(args) => train::run(args),
         Command::Eval(args) => eval::run(args),
         Command::Generate(args) => generate::run(args),
@@ -109,7 +109,7 @@ fn main() {
         Command::Compress(args) => compress::run_compress(args),
         Command::Decompress(args) => compress::run_decompress(args),
         Command::Soak(args) => soak::run(args),
-    };
+    });
     if let Err(err) = result {
         // One line: the outermost context, then each cause.
         let mut line = format!("error: {err}");
@@ -124,4 +124,14 @@ fn main() {
         eprintln!("{line}");
         std::process::exit(1);
     }
+}
+
+/// Runs `job` on one of rayon's worker threads (the pool has a thread per core). The CPU
+/// kernels split every operation over the pool: called from the main thread, each split hands
+/// the work to the workers and puts the main thread to sleep until they finish (a wake-up per
+/// operation, hundreds per training step); called from a worker, that worker takes its share
+/// itself. Measured on nanoGPT's CPU model: 6% less wall time, a third less system time
+/// (docs/benchmarks.md).
+fn on_worker<R: Send>(job: impl FnOnce() -> R + Send) -> R {
+    rayon::scope(|_| job())
 }
