@@ -21,7 +21,9 @@ use burn::tensor::{Bool, Tensor, TensorData, TensorPrimitive};
 use burn_ndarray::{NdArray, NdArrayTensor};
 use rayon::prelude::*;
 
-use super::linear::{product_into, product_to, view};
+use core::mem::MaybeUninit;
+
+use super::linear::{assume_init, product_into, product_to, uninit, view};
 use crate::mask::MASKED_SCORE;
 
 /// `[O, P]`, composed of Burn's operations.
@@ -159,14 +161,14 @@ pub(super) fn cpu(q: F, k: F, v: F, mask: Option<BoolTensor<NdArray<f32>>>, scal
     let (keys, d_v) = (k.dims[2], v.dims[3]);
     let mask = mask.map(Mask::new);
     let bases = [q.base(), k.base(), v.base()].map(Address);
-    let mut weights = vec![0.0f32; batch * heads * queries * keys];
-    let mut context = vec![0.0f32; batch * queries * heads * d_v];
+    let mut weights = uninit(batch * heads * queries * keys);
+    let mut context = uninit(batch * queries * heads * d_v);
     let out = Interleaved::new(&mut context, heads, queries, d_v);
     weights.par_chunks_mut(queries * keys).enumerate().for_each(
         |(head, p)| {
             let [qb, kb, vb] = bases;
             let (qm, km) = (q.matrix(qb.0, head, false), k.matrix(kb.0, head, true));
-            product_into(p, queries, keys, d_k, qm, km, scale as f32, false);
+            let p = product_into(p, queries, keys, d_k, qm, km, scale as f32);
             for (row, scores) in p.chunks_mut(keys).enumerate() {
                 if let Some(mask) = &mask {
                     let (b, h) = (head / heads, head % heads);
@@ -182,6 +184,8 @@ pub(super) fn cpu(q: F, k: F, v: F, mask: Option<BoolTensor<NdArray<f32>>>, scal
             unsafe { out.write(head, [queries, d_v, keys], view(p, keys, false), v.matrix(vb.0, head, false), 1.0) };
         },
     );
+    // SAFETY: every head wrote its block of `weights` (the product) and of `context`.
+    let (weights, context) = unsafe { (assume_init(weights), assume_init(context)) };
     let weights = NdArrayTensor::from_data(TensorData::new(weights, [batch, heads, queries, keys]));
     [by_heads(context, [batch, queries, heads, d_v]), weights]
 }
@@ -201,9 +205,9 @@ unsafe impl Send for Interleaved {}
 unsafe impl Sync for Interleaved {}
 
 impl Interleaved {
-    fn new(buffer: &mut [f32], heads: usize, len: usize, d: usize) -> Interleaved {
+    fn new(buffer: &mut [MaybeUninit<f32>], heads: usize, len: usize, d: usize) -> Interleaved {
         assert_eq!(buffer.len() % (heads * len * d).max(1), 0, "a whole number of [len, heads, d] blocks");
-        Interleaved { base: buffer.as_mut_ptr(), heads, len, d }
+        Interleaved { base: buffer.as_mut_ptr().cast(), heads, len, d }
     }
 
     /// `head`'s matrix (batch-major numbering) `= scale · lhs · rhs`, `[m, n, k]` with `m` =
@@ -243,11 +247,8 @@ pub(super) fn cpu_backward(q: F, k: F, v: F, weights: F, grad: F, scale: f64) ->
     let [batch, heads, queries, d_k] = q.dims;
     let (keys, d_v) = (k.dims[2], v.dims[3]);
     let bases = [q.base(), k.base(), v.base(), d_o.base()].map(Address);
-    let (mut dq, mut dk, mut dv) = (
-        vec![0.0f32; batch * queries * heads * d_k],
-        vec![0.0f32; batch * keys * heads * d_k],
-        vec![0.0f32; batch * keys * heads * d_v],
-    );
+    let (mut dq, mut dk, mut dv) =
+        (uninit(batch * queries * heads * d_k), uninit(batch * keys * heads * d_k), uninit(batch * keys * heads * d_v));
     let (dq_out, dk_out, dv_out) = (
         Interleaved::new(&mut dq, heads, queries, d_k),
         Interleaved::new(&mut dk, heads, keys, d_k),
@@ -256,9 +257,9 @@ pub(super) fn cpu_backward(q: F, k: F, v: F, weights: F, grad: F, scale: f64) ->
     (0..batch * heads).into_par_iter().for_each(|head| {
             let [qb, kb, vb, ob] = bases;
             let p = &p[head * queries * keys..][..queries * keys];
-            let mut ds = vec![0.0f32; queries * keys];
+            let mut ds = uninit(queries * keys);
             let (om, vt) = (d_o.matrix(ob.0, head, false), v.matrix(vb.0, head, true));
-            product_into(&mut ds, queries, keys, d_v, om, vt, 1.0, false);
+            let ds = product_into(&mut ds, queries, keys, d_v, om, vt, 1.0);
             for (ds, p) in ds.chunks_mut(keys).zip(p.chunks(keys)) {
                 let dot: f32 = ds.iter().zip(p).map(|(d, p)| d * p).sum();
                 ds.iter_mut().zip(p).for_each(|(d, &p)| *d = p * (*d - dot));
@@ -266,12 +267,14 @@ pub(super) fn cpu_backward(q: F, k: F, v: F, weights: F, grad: F, scale: f64) ->
             let s = scale as f32;
             // SAFETY: head `head`'s rows of `dq`, `dk`, `dv`, which no other task touches.
             unsafe {
-                let (dsm, dst) = (view(&ds, keys, false), view(&ds, keys, true));
+                let (dsm, dst) = (view(ds, keys, false), view(ds, keys, true));
                 dq_out.write(head, [queries, d_k, keys], dsm, k.matrix(kb.0, head, false), s);
                 dk_out.write(head, [keys, d_k, queries], dst, q.matrix(qb.0, head, false), s);
                 dv_out.write(head, [keys, d_v, queries], view(p, keys, true), d_o.matrix(ob.0, head, false), 1.0);
             }
         });
+    // SAFETY: every head wrote its block of `dq`, `dk` and `dv`.
+    let (dq, dk, dv) = unsafe { (assume_init(dq), assume_init(dk), assume_init(dv)) };
     [
         by_heads(dq, [batch, queries, heads, d_k]),
         by_heads(dk, [batch, keys, heads, d_k]),

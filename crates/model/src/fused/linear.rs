@@ -8,6 +8,8 @@
 //! where the CPU has them; each output element is summed by one thread in a fixed order, so
 //! results do not depend on the scheduling. The composed form is Burn's `matmul` elsewhere.
 
+use core::mem::MaybeUninit;
+
 use burn::tensor::backend::Backend;
 use burn::tensor::ops::FloatTensor;
 use burn::tensor::{Tensor, TensorData, TensorPrimitive};
@@ -73,26 +75,69 @@ fn product(
     rhs: (*const f32, isize, isize),
     accumulate: bool,
 ) {
-    let threads = rayon::current_num_threads();
-    let parallelism =
-        if m * n * k >= 1 << 15 && threads > 1 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
-    multiply(dst, [m, n, k], lhs, rhs, 1.0, accumulate, parallelism);
+    multiply(dst.as_mut_ptr(), dst.len(), [m, n, k], lhs, rhs, 1.0, accumulate, parallelism(m * n * k));
 }
 
-/// `dst[m, n] = scale · lhs[m, k] · rhs[k, n]` (+ `dst` if `accumulate`) on this thread only,
-/// for kernels that already run in parallel over independent products (attention's heads).
+/// `lhs[m, k] · rhs[k, n]` as a new row-major buffer, written once by the product (no zeroing
+/// pass first: that was 3% of a training step).
+fn product_new(
+    m: usize,
+    n: usize,
+    k: usize,
+    lhs: (*const f32, isize, isize),
+    rhs: (*const f32, isize, isize),
+) -> Vec<f32> {
+    let mut dst = uninit(m * n);
+    multiply(dst.as_mut_ptr().cast(), dst.len(), [m, n, k], lhs, rhs, 1.0, false, parallelism(m * n * k));
+    // SAFETY: the product wrote all m·n elements (`read_dst` off: none was read first).
+    unsafe { assume_init(dst) }
+}
+
+/// Rayon's threads for a product of `flops / 2` multiply-adds, when it pays for them.
+fn parallelism(size: usize) -> gemm::Parallelism {
+    let threads = rayon::current_num_threads();
+    if size >= 1 << 15 && threads > 1 {
+        gemm::Parallelism::Rayon(threads)
+    } else {
+        gemm::Parallelism::None
+    }
+}
+
+/// `n` values not yet written.
+pub(super) fn uninit(n: usize) -> Vec<MaybeUninit<f32>> {
+    let mut values = Vec::with_capacity(n);
+    // SAFETY: `MaybeUninit` needs no initialization, and the capacity is `n`.
+    unsafe { values.set_len(n) };
+    values
+}
+
+/// `values` as the floats they now hold.
+///
+/// # Safety
+/// Every element must have been written.
+pub(super) unsafe fn assume_init(values: Vec<MaybeUninit<f32>>) -> Vec<f32> {
+    let mut values = core::mem::ManuallyDrop::new(values);
+    // SAFETY: `MaybeUninit<f32>` has `f32`'s layout; the caller vouches for the contents; the
+    // allocation moves to the new vector (the old one is never dropped).
+    unsafe { Vec::from_raw_parts(values.as_mut_ptr().cast::<f32>(), values.len(), values.capacity()) }
+}
+
+/// `dst[m, n] = scale · lhs[m, k] · rhs[k, n]` on this thread only, for kernels that already
+/// run in parallel over independent products (attention's heads); `dst` need not be written
+/// before, and comes back as the floats the product wrote.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn product_into(
-    dst: &mut [f32],
+    dst: &mut [MaybeUninit<f32>],
     m: usize,
     n: usize,
     k: usize,
     lhs: (*const f32, isize, isize),
     rhs: (*const f32, isize, isize),
     scale: f32,
-    accumulate: bool,
-) {
-    multiply(dst, [m, n, k], lhs, rhs, scale, accumulate, gemm::Parallelism::None);
+) -> &mut [f32] {
+    multiply(dst.as_mut_ptr().cast(), dst.len(), [m, n, k], lhs, rhs, scale, false, gemm::Parallelism::None);
+    // SAFETY: the product wrote all m·n elements of `dst` (checked to be its length).
+    unsafe { &mut *(dst as *mut [MaybeUninit<f32>] as *mut [f32]) }
 }
 
 /// `dst[m, n] = scale · lhs[m, k] · rhs[k, n]` into a strided destination (column stride 1,
@@ -138,10 +183,12 @@ pub(super) unsafe fn product_to(
     }
 }
 
-/// The one call into `gemm`: `dst` row-major `[m, n]`, operands as `(pointer, column stride,
-/// row stride)`.
+/// The one call into `gemm`: `dst` row-major `[m, n]` (`len` values), operands as `(pointer,
+/// column stride, row stride)`; `dst` is read first only if `accumulate`.
+#[allow(clippy::too_many_arguments)]
 fn multiply(
-    dst: &mut [f32],
+    dst: *mut f32,
+    len: usize,
     [m, n, k]: [usize; 3],
     lhs: (*const f32, isize, isize),
     rhs: (*const f32, isize, isize),
@@ -149,17 +196,18 @@ fn multiply(
     accumulate: bool,
     parallelism: gemm::Parallelism,
 ) {
-    assert_eq!(dst.len(), m * n, "product: destination of the wrong size");
-    // SAFETY: `dst` holds m×n contiguous values (checked above, row stride n, column stride
-    // 1). `lhs` and `rhs` address m×k and k×n matrices inside buffers the callers keep alive
-    // and unchanged for this call (slices through `view`, or tensors held by attention's
-    // `Heads`), and `dst` is a fresh buffer that overlaps neither.
+    assert_eq!(len, m * n, "product: destination of the wrong size");
+    // SAFETY: `dst` addresses `len` = m×n contiguous values of one live buffer (checked above,
+    // row stride n, column stride 1), written before they are read unless `accumulate` says
+    // they hold values already. `lhs` and `rhs` address m×k and k×n matrices inside buffers
+    // the callers keep alive and unchanged for this call (slices through `view`, or tensors
+    // held by attention's `Heads`), and `dst` is a fresh buffer that overlaps neither.
     unsafe {
         gemm::gemm(
             m,
             n,
             k,
-            dst.as_mut_ptr(),
+            dst,
             1,
             n as isize,
             accumulate,
@@ -187,16 +235,20 @@ pub(super) fn cpu(x: F, w: F, b: Option<F>, layout: Weight) -> F {
     let rows = x.len() / d_in.max(1);
     let d_out = if layout == Weight::InOut { w_shape[1] } else { w_shape[0] };
     assert_eq!(w.len(), d_in * d_out, "linear: weight of shape {w_shape:?} for {d_in} inputs");
-    let mut y = vec![0.0f32; rows * d_out];
-    if let Some(b) = b {
-        let (_, b) = super::cpu::values(b);
-        y.chunks_mut(d_out).for_each(|row| row.copy_from_slice(&b));
-    }
     let w_view = match layout {
         Weight::InOut => view(&w, d_out, false),
         Weight::OutIn => view(&w, d_in, true),
     };
-    product(&mut y, rows, d_out, d_in, view(&x, d_in, false), w_view, true);
+    let y = match b {
+        Some(b) => {
+            let (_, b) = super::cpu::values(b);
+            let mut y = Vec::with_capacity(rows * d_out);
+            (0..rows).for_each(|_| y.extend_from_slice(&b));
+            product(&mut y, rows, d_out, d_in, view(&x, d_in, false), w_view, true);
+            y
+        }
+        None => product_new(rows, d_out, d_in, view(&x, d_in, false), w_view),
+    };
     let mut out = shape;
     let last = out.num_dims() - 1;
     out[last] = d_out;
@@ -211,18 +263,16 @@ pub(super) fn cpu_backward(x: F, w: F, grad: F, layout: Weight) -> [F; 3] {
     let d_in = shape[shape.num_dims() - 1];
     let rows = x.len() / d_in.max(1);
     let d_out = grad.len() / rows.max(1);
-    let mut dx = vec![0.0f32; rows * d_in];
-    let mut dw = vec![0.0f32; d_in * d_out];
-    match layout {
-        Weight::InOut => {
-            product(&mut dx, rows, d_in, d_out, view(&grad, d_out, false), view(&w, d_out, true), false);
-            product(&mut dw, d_in, d_out, rows, view(&x, d_in, true), view(&grad, d_out, false), false);
-        }
-        Weight::OutIn => {
-            product(&mut dx, rows, d_in, d_out, view(&grad, d_out, false), view(&w, d_in, false), false);
-            product(&mut dw, d_out, d_in, rows, view(&grad, d_out, true), view(&x, d_in, false), false);
-        }
-    }
+    let (dx, dw) = match layout {
+        Weight::InOut => (
+            product_new(rows, d_in, d_out, view(&grad, d_out, false), view(&w, d_out, true)),
+            product_new(d_in, d_out, rows, view(&x, d_in, true), view(&grad, d_out, false)),
+        ),
+        Weight::OutIn => (
+            product_new(rows, d_in, d_out, view(&grad, d_out, false), view(&w, d_in, false)),
+            product_new(d_out, d_in, rows, view(&grad, d_out, true), view(&x, d_in, false)),
+        ),
+    };
     let mut db = vec![0.0f32; d_out];
     for row in grad.chunks(d_out) {
         db.iter_mut().zip(row).for_each(|(s, &g)| *s += g);
