@@ -54,7 +54,10 @@ fn attention_draws_every_head_of_every_layer_and_a_causal_model_never_looks_ahea
         assert_eq!(cells.len(), 2 * 5 * 5, "2 heads of 5 x 5 tokens");
         let mut xs: Vec<i64> = cells.iter().map(|c| c.0).collect();
         let mut ys: Vec<i64> = cells.iter().map(|c| c.1).collect();
-        (xs.sort(), xs.dedup(), ys.sort(), ys.dedup());
+        xs.sort();
+        xs.dedup();
+        ys.sort();
+        ys.dedup();
         assert_eq!((xs.len(), ys.len()), (2 * 5, 5), "a grid of 5 rows and 2 x 5 columns");
         for (x, y, fill) in &cells {
             let (col, row) = (xs.iter().position(|v| v == x).unwrap() % 5, ys.iter().position(|v| v == y).unwrap());

@@ -164,26 +164,24 @@ pub(super) fn cpu(q: F, k: F, v: F, mask: Option<BoolTensor<NdArray<f32>>>, scal
     let mut weights = uninit(batch * heads * queries * keys);
     let mut context = uninit(batch * queries * heads * d_v);
     let out = Interleaved::new(&mut context, heads, queries, d_v);
-    weights.par_chunks_mut(queries * keys).enumerate().for_each(
-        |(head, p)| {
-            let [qb, kb, vb] = bases;
-            let (qm, km) = (q.matrix(qb.0, head, false), k.matrix(kb.0, head, true));
-            let p = product_into(p, queries, keys, d_k, qm, km, scale as f32);
-            for (row, scores) in p.chunks_mut(keys).enumerate() {
-                if let Some(mask) = &mask {
-                    let (b, h) = (head / heads, head % heads);
-                    for (col, s) in scores.iter_mut().enumerate() {
-                        if mask.at(b, h, row, col) {
-                            *s = MASKED_SCORE;
-                        }
+    weights.par_chunks_mut(queries * keys).enumerate().for_each(|(head, p)| {
+        let [qb, kb, vb] = bases;
+        let (qm, km) = (q.matrix(qb.0, head, false), k.matrix(kb.0, head, true));
+        let p = product_into(p, queries, keys, d_k, qm, km, scale as f32);
+        for (row, scores) in p.chunks_mut(keys).enumerate() {
+            if let Some(mask) = &mask {
+                let (b, h) = (head / heads, head % heads);
+                for (col, s) in scores.iter_mut().enumerate() {
+                    if mask.at(b, h, row, col) {
+                        *s = MASKED_SCORE;
                     }
                 }
-                super::cpu::softmax_row(scores);
             }
-            // SAFETY: head `head`'s rows of `context`, which no other task touches.
-            unsafe { out.write(head, [queries, d_v, keys], view(p, keys, false), v.matrix(vb.0, head, false), 1.0) };
-        },
-    );
+            super::cpu::softmax_row(scores);
+        }
+        // SAFETY: head `head`'s rows of `context`, which no other task touches.
+        unsafe { out.write(head, [queries, d_v, keys], view(p, keys, false), v.matrix(vb.0, head, false), 1.0) };
+    });
     // SAFETY: every head wrote its block of `weights` (the product) and of `context`.
     let (weights, context) = unsafe { (assume_init(weights), assume_init(context)) };
     let weights = NdArrayTensor::from_data(TensorData::new(weights, [batch, heads, queries, keys]));
@@ -255,24 +253,24 @@ pub(super) fn cpu_backward(q: F, k: F, v: F, weights: F, grad: F, scale: f64) ->
         Interleaved::new(&mut dv, heads, keys, d_v),
     );
     (0..batch * heads).into_par_iter().for_each(|head| {
-            let [qb, kb, vb, ob] = bases;
-            let p = &p[head * queries * keys..][..queries * keys];
-            let mut ds = uninit(queries * keys);
-            let (om, vt) = (d_o.matrix(ob.0, head, false), v.matrix(vb.0, head, true));
-            let ds = product_into(&mut ds, queries, keys, d_v, om, vt, 1.0);
-            for (ds, p) in ds.chunks_mut(keys).zip(p.chunks(keys)) {
-                let dot: f32 = ds.iter().zip(p).map(|(d, p)| d * p).sum();
-                ds.iter_mut().zip(p).for_each(|(d, &p)| *d = p * (*d - dot));
-            }
-            let s = scale as f32;
-            // SAFETY: head `head`'s rows of `dq`, `dk`, `dv`, which no other task touches.
-            unsafe {
-                let (dsm, dst) = (view(ds, keys, false), view(ds, keys, true));
-                dq_out.write(head, [queries, d_k, keys], dsm, k.matrix(kb.0, head, false), s);
-                dk_out.write(head, [keys, d_k, queries], dst, q.matrix(qb.0, head, false), s);
-                dv_out.write(head, [keys, d_v, queries], view(p, keys, true), d_o.matrix(ob.0, head, false), 1.0);
-            }
-        });
+        let [qb, kb, vb, ob] = bases;
+        let p = &p[head * queries * keys..][..queries * keys];
+        let mut ds = uninit(queries * keys);
+        let (om, vt) = (d_o.matrix(ob.0, head, false), v.matrix(vb.0, head, true));
+        let ds = product_into(&mut ds, queries, keys, d_v, om, vt, 1.0);
+        for (ds, p) in ds.chunks_mut(keys).zip(p.chunks(keys)) {
+            let dot: f32 = ds.iter().zip(p).map(|(d, p)| d * p).sum();
+            ds.iter_mut().zip(p).for_each(|(d, &p)| *d = p * (*d - dot));
+        }
+        let s = scale as f32;
+        // SAFETY: head `head`'s rows of `dq`, `dk`, `dv`, which no other task touches.
+        unsafe {
+            let (dsm, dst) = (view(ds, keys, false), view(ds, keys, true));
+            dq_out.write(head, [queries, d_k, keys], dsm, k.matrix(kb.0, head, false), s);
+            dk_out.write(head, [keys, d_k, queries], dst, q.matrix(qb.0, head, false), s);
+            dv_out.write(head, [keys, d_v, queries], view(p, keys, true), d_o.matrix(ob.0, head, false), 1.0);
+        }
+    });
     // SAFETY: every head wrote its block of `dq`, `dk` and `dv`.
     let (dq, dk, dv) = unsafe { (assume_init(dq), assume_init(dk), assume_init(dv)) };
     [

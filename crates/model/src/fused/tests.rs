@@ -327,10 +327,12 @@ fn fused_linear_of_a_3d_input_equals_the_map_over_its_flattened_rows() {
     type Plain = Autodiff<NdArray<f32, i32>>;
     for layout in [Weight::InOut, Weight::OutIn] {
         let reference = both::<Grad>(layout, false);
-        for (what, (a, b)) in ["value", "dx", "dW", "db"].iter().zip(both::<Grad>(layout, true).iter().zip(&reference)) {
+        for (what, (a, b)) in ["value", "dx", "dW", "db"].iter().zip(both::<Grad>(layout, true).iter().zip(&reference))
+        {
             close(a, b, 1e-6, what);
         }
-        for (what, (a, b)) in ["value", "dx", "dW", "db"].iter().zip(both::<Plain>(layout, true).iter().zip(&reference)) {
+        for (what, (a, b)) in ["value", "dx", "dW", "db"].iter().zip(both::<Plain>(layout, true).iter().zip(&reference))
+        {
             close(a, b, 2e-5, what);
         }
     }
