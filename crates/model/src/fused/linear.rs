@@ -158,29 +158,7 @@ pub(super) unsafe fn product_to(
     scale: f32,
 ) {
     // SAFETY: the caller's contract above; operands as in `multiply`.
-    unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            dst,
-            1,
-            dst_rs,
-            false,
-            lhs.0,
-            lhs.1,
-            lhs.2,
-            rhs.0,
-            rhs.1,
-            rhs.2,
-            1.0,
-            scale,
-            false,
-            false,
-            false,
-            gemm::Parallelism::None,
-        )
-    }
+    unsafe { call_gemm(dst, dst_rs, [m, n, k], lhs, rhs, scale, false, gemm::Parallelism::None) }
 }
 
 /// The one call into `gemm`: `dst` row-major `[m, n]` (`len` values), operands as `(pointer,
@@ -202,6 +180,26 @@ fn multiply(
     // they hold values already. `lhs` and `rhs` address m×k and k×n matrices inside buffers
     // the callers keep alive and unchanged for this call (slices through `view`, or tensors
     // held by attention's `Heads`), and `dst` is a fresh buffer that overlaps neither.
+    unsafe { call_gemm(dst, n as isize, [m, n, k], lhs, rhs, scale, accumulate, parallelism) }
+}
+
+/// `gemm`'s `dst = dst·[accumulate] + scale · lhs · rhs`, the destination's columns contiguous
+/// and its rows `dst_rs` apart.
+///
+/// # Safety
+/// As [`multiply`] and [`product_to`] state for their destinations and operands.
+#[allow(clippy::too_many_arguments)]
+unsafe fn call_gemm(
+    dst: *mut f32,
+    dst_rs: isize,
+    [m, n, k]: [usize; 3],
+    lhs: (*const f32, isize, isize),
+    rhs: (*const f32, isize, isize),
+    scale: f32,
+    accumulate: bool,
+    parallelism: gemm::Parallelism,
+) {
+    // SAFETY: the callers' contracts.
     unsafe {
         gemm::gemm(
             m,
@@ -209,7 +207,7 @@ fn multiply(
             k,
             dst,
             1,
-            n as isize,
+            dst_rs,
             accumulate,
             lhs.0,
             lhs.1,
