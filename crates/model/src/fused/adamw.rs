@@ -92,3 +92,62 @@ pub fn cpu(param: T, grad: T, moments: Option<[T; 2]>, s: AdamWStep) -> [T; 3] {
     });
     [tensor(p_out, shape.clone()), tensor(m_out, shape.clone()), tensor(v_out, shape)]
 }
+
+#[cfg(test)]
+mod tests {
+    use burn::tensor::{Tensor, TensorData};
+    use burn_ndarray::NdArray;
+
+    use super::*;
+
+    type Cpu = NdArray<f32>;
+
+    fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
+        let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..n)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                ((state >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * scale
+            })
+            .collect()
+    }
+
+    fn data(t: Tensor<Cpu, 2>) -> Vec<f32> {
+        t.into_data().to_vec::<f32>().unwrap()
+    }
+
+    /// Three AdamW updates of a parameter larger than one parallel block: the kernel gives the
+    /// composed form's bits exactly, with decay and exempt (`decay` = 1), from zero moments on.
+    #[test]
+    fn adamw_kernel_equals_the_composed_update_bit_for_bit() {
+        let device = Default::default();
+        let n = 7 * 7_100; // three full blocks of GRAIN and a partial one
+        assert!(n > 3 * GRAIN && n < 4 * GRAIN);
+        for decay_rate in [0.1, 0.0] {
+            let start = Tensor::<Cpu, 2>::from_data(TensorData::new(values(n, 21, 0.5), [n / 7, 7]), &device);
+            let (mut fused, mut reference) = ((start.clone(), None), (start, None));
+            for time in 1..=3 {
+                let grad =
+                    Tensor::<Cpu, 2>::from_data(TensorData::new(values(n, 30 + time as u64, 2.0), [n / 7, 7]), &device);
+                let lr = 1e-2 / time as f64;
+                let step =
+                    AdamWStep { lr, beta_1: 0.9, beta_2: 0.95, epsilon: 1e-8, decay: 1.0 - lr * decay_rate, time };
+                let calls = super::super::cpu::CALLS.with(|c| c.get());
+                let [p, m, v] = super::super::adamw(fused.0, grad.clone(), fused.1, step);
+                assert!(
+                    super::super::cpu::CALLS.with(|c| c.get()) > calls,
+                    "NdArray<f32> did not run the AdamW kernel"
+                );
+                fused = (p, Some((m, v)));
+                let [p, m, v] = composed(reference.0, grad, reference.1, step);
+                reference = (p, Some((m, v)));
+            }
+            let (Some((m, v)), Some((m_ref, v_ref))) = (fused.1, reference.1) else { unreachable!() };
+            assert_eq!(data(fused.0), data(reference.0), "parameter, decay {decay_rate}");
+            assert_eq!(data(m), data(m_ref), "first moment");
+            assert_eq!(data(v), data(v_ref), "second moment");
+        }
+    }
+}
