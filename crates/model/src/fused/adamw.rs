@@ -98,21 +98,10 @@ mod tests {
     use burn::tensor::{Tensor, TensorData};
     use burn_ndarray::NdArray;
 
+    use super::super::tests::values;
     use super::*;
 
     type Cpu = NdArray<f32>;
-
-    fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
-        let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..n)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                ((state >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * scale
-            })
-            .collect()
-    }
 
     fn data(t: Tensor<Cpu, 2>) -> Vec<f32> {
         t.into_data().to_vec::<f32>().unwrap()

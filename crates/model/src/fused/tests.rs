@@ -16,7 +16,8 @@ type Grad = Autodiff<Cpu>;
 /// A backend with no kernels: every fused operation is the trait's composed default.
 impl FusedOps for NdArray<f32, i32> {}
 
-fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
+/// `n` pseudo-random values in `[-scale, scale)` from `seed` (also the AdamW kernel's test).
+pub(super) fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
     let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..n)
         .map(|_| {
