@@ -243,18 +243,25 @@ mod tests {
     use super::*;
     use burn::module::Module;
     use burn::nn::{Linear, LinearConfig};
-    use burn::tensor::Distribution;
 
     type B = burn::backend::Autodiff<burn_ndarray::NdArray<f32>>;
 
     /// A layer and the gradients of a loss through it, with their global L2 norm.
     fn layer_and_grads() -> (Linear<B>, GradientsParams, f64) {
-        let device = Default::default();
-        let layer = LinearConfig::new(4, 3).init::<B>(&device);
-        let x = Tensor::<B, 2>::random([5, 4], Distribution::Default, &device);
-        let grads = GradientsParams::from_grads(layer.forward(x).powi_scalar(2).sum().backward(), &layer);
-        let norm = squared(&layer, &grads).sqrt();
+        let layer = LinearConfig::new(4, 3).init::<B>(&Default::default());
+        let (grads, norm) = grads_scaled(&layer, 1.0);
         (layer, grads, norm)
+    }
+
+    /// The gradients of `scale`·Σ(layer(x))² for a fixed x (linear in `scale`), and their norm.
+    fn grads_scaled(layer: &Linear<B>, scale: f64) -> (GradientsParams, f64) {
+        let x = Tensor::<B, 1>::from_data([0.3f32, -1.2, 0.7, 2.0, -0.4], &Default::default());
+        let x =
+            x.reshape([5, 1]).repeat_dim(1, 4).mul(Tensor::from_data([[1.0f32, -0.5, 0.25, 2.0]], &Default::default()));
+        let loss = layer.forward(x).powi_scalar(2).sum().mul_scalar(scale);
+        let grads = GradientsParams::from_grads(loss.backward(), layer);
+        let norm = squared(layer, &grads).sqrt();
+        (grads, norm)
     }
 
     fn squared(layer: &Linear<B>, grads: &GradientsParams) -> f64 {
@@ -270,6 +277,26 @@ mod tests {
         clip_global_norm(&layer, &mut grads, limit);
         let want = norm * limit / (norm + 1e-6);
         assert!((squared(&layer, &grads).sqrt() - want).abs() < 1e-4 * want, "{norm} -> {want}");
+    }
+
+    /// PyTorch divides by ‖g‖ + 1e-6: with a norm of 1e-6 that term halves the factor.
+    #[test]
+    fn clipping_adds_pytorchs_1e_6_to_a_tiny_norm() {
+        let (layer, _, norm) = layer_and_grads();
+        let (mut grads, norm) = grads_scaled(&layer, 1e-6 / norm);
+        assert!((norm - 1e-6).abs() < 1e-9, "{norm}");
+        let limit = norm / 4.0;
+        clip_global_norm(&layer, &mut grads, limit);
+        let want = norm * limit / (norm + 1e-6);
+        assert!((squared(&layer, &grads).sqrt() - want).abs() < 1e-3 * want, "{norm} -> {want}");
+    }
+
+    #[test]
+    fn a_zero_limit_leaves_the_gradients_exactly_as_they_are() {
+        let (layer, mut grads, _) = layer_and_grads();
+        let before = grads.get::<burn_ndarray::NdArray<f32>, 2>(layer.weight.id).unwrap().into_data();
+        clip_global_norm(&layer, &mut grads, 0.0);
+        assert_eq!(grads.get::<burn_ndarray::NdArray<f32>, 2>(layer.weight.id).unwrap().into_data(), before);
     }
 
     #[test]
@@ -307,6 +334,38 @@ mod tests {
         let sets = ["train.optimizer=adam", "train.lr=0.1", "train.beta1=0.9", "train.beta2=0.999", "train.eps=1e-8"];
         let [w1, w2] = two_steps(&sets);
         assert!((w1 - 0.4).abs() < 1e-6 && (w2 - 0.301_187_4).abs() < 1e-6, "{w1} {w2}");
+    }
+
+    /// Two AdamW steps (lr 0.1, β₁ 0.9, β₂ 0.999, ε 1e-8, decay λ 0.1) on y = 2w + b with
+    /// w₀ = b₀ = 0.5 and loss ½y², by hand (PyTorch's order: decay `θ(1 − lr·λ)`, then the
+    /// bias-corrected step): y₁ = 1.5, g_w = 3, g_b = 1.5; the first step moves each by lr, so
+    /// w₁ = 0.5·0.99 − 0.1 = 0.395 and b₁ = 0.4 (biases are not decayed). y₂ = 1.19, g_w = 2.38,
+    /// g_b = 1.19; m_w = 0.508, v_w = 0.0146554, corrected 2.673684 and 7.331366, so
+    /// w₂ = 0.395·0.99 − 0.1·2.673684/2.707650 = 0.2923044; m_b = 0.254, v_b = 0.00366385,
+    /// corrected 1.336842 and 1.832841, so b₂ = 0.4 − 0.1·0.987455 = 0.3012544.
+    #[test]
+    fn adamw_decays_matrices_but_not_biases_and_takes_the_hand_derived_steps() {
+        let sets = ["train.optimizer=adamw", "train.lr=0.1", "train.beta1=0.9", "train.beta2=0.999", "train.eps=1e-8"];
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).chain(["train.weight_decay=0.1".into()]).collect();
+        let config = crate::config::RunConfig::load(None, &sets).unwrap();
+        let device = Default::default();
+        let mut layer = LinearConfig::new(1, 1).init::<B>(&device);
+        layer.weight = Param::from_tensor(Tensor::from_data([[0.5f32]], &device));
+        layer.bias = Some(Param::from_tensor(Tensor::from_data([0.5f32], &device)));
+        let mut optim = Optim::new(&config.train);
+        let mut got = Vec::new();
+        for step in 1..=2 {
+            let x = Tensor::<B, 2>::from_data([[2.0f32]], &device);
+            let loss = layer.forward(x).powi_scalar(2).sum().div_scalar(2.0);
+            let grads = GradientsParams::from_grads(loss.backward(), &layer);
+            layer = optim.step(step, config.train.lr, layer, grads);
+            let bias: f32 = layer.bias.as_ref().unwrap().val().into_scalar();
+            got.push((layer.weight.val().into_scalar(), bias));
+        }
+        let want = [(0.395f32, 0.4f32), (0.292_304_4, 0.301_254_4)];
+        for ((w, b), (ww, wb)) in got.iter().zip(want) {
+            assert!((w - ww).abs() < 1e-6 && (b - wb).abs() < 1e-6, "{got:?} vs {want:?}");
+        }
     }
 
     /// SGD with momentum 0.9 (PyTorch's: no dampening), lr 0.1, by hand: g₁ = 2, buffer 2,

@@ -80,6 +80,41 @@ mod tests {
         assert_eq!(learning_rate(&c, 128, 5000), 1e-4);
     }
 
+    /// `decay_steps = 0` means "decay until `max_steps`" (nanoGPT's `lr_decay_iters = max_iters`).
+    #[test]
+    fn cosine_without_decay_steps_decays_until_max_steps() {
+        let c = TrainConfig {
+            lr: 1e-3,
+            min_lr: 1e-4,
+            warmup: 0,
+            max_steps: 1000,
+            decay_steps: 0,
+            ..config(ScheduleKind::Cosine)
+        };
+        assert!((learning_rate(&c, 128, 501) - 5.5e-4).abs() < 1e-12, "halfway through max_steps");
+        let own = TrainConfig { decay_steps: 500, ..c.clone() };
+        assert!((learning_rate(&own, 128, 251) - 5.5e-4).abs() < 1e-12, "halfway through decay_steps");
+        assert_eq!(learning_rate(&own, 128, 600), 1e-4);
+    }
+
+    /// Decay that would end before warm-up does: min_lr after the warm-up (no division by zero).
+    #[test]
+    fn cosine_with_decay_steps_not_past_warmup_holds_min_lr_after_warmup() {
+        for decay_steps in [5, 10] {
+            let c = TrainConfig {
+                lr: 1e-3,
+                min_lr: 1e-4,
+                warmup: 10,
+                max_steps: 100,
+                decay_steps,
+                ..config(ScheduleKind::Cosine)
+            };
+            assert!((learning_rate(&c, 128, 10) - 1e-3 * 10.0 / 11.0).abs() < 1e-15, "still warming up");
+            assert_eq!(learning_rate(&c, 128, 11), 1e-4, "decay_steps {decay_steps}");
+            assert_eq!(learning_rate(&c, 128, 50), 1e-4);
+        }
+    }
+
     #[test]
     fn constant_warms_up_then_holds() {
         let c = TrainConfig { lr: 0.5, warmup: 4, ..config(ScheduleKind::Constant) };
