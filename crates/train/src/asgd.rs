@@ -137,9 +137,10 @@ mod tests {
     fn mean_is_the_plain_average_of_the_iterates_from_the_start_step_on() {
         let device = Default::default();
         let base = LinearConfig::new(3, 2).init::<B>(&device);
-        let mut avg = IterateMean::new(2);
-        // Step 1 is before the start: ignored. Steps 2, 3, 4 carry 1, 2, 6: mean 3.
-        for (step, value) in [(1, 100.0), (2, 1.0), (3, 2.0), (4, 6.0)] {
+        let mut avg = IterateMean::new(3);
+        // Steps 1 and 2 are before the start: ignored. Steps 3 to 6 carry 1, 2, 6, 3: mean 3
+        // (and every running mean on the way differs from a wrong weight's or difference's).
+        for (step, value) in [(1, 100.0), (2, 50.0), (3, 1.0), (4, 2.0), (5, 6.0), (6, 3.0)] {
             avg.update(step, &with_weight(&base, value));
         }
         let mean = avg.mean.expect("started");

@@ -109,3 +109,56 @@ impl<B: Backend> ModuleMapper<B> for Divide<'_, B> {
         Param::from_mapped_value(id, mean, mapper)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::nn::{Linear, LinearConfig};
+    use burn_ndarray::NdArray;
+
+    type B = NdArray<f32>;
+
+    fn layer() -> Linear<B> {
+        LinearConfig::new(3, 2).init::<B>(&Default::default())
+    }
+
+    /// `base` (its parameter ids: those of one run's checkpoints) with every weight and bias
+    /// set to `value`.
+    fn filled(base: &Linear<B>, value: f32) -> Linear<B> {
+        let mut m = base.clone();
+        m.weight = m.weight.map(|w| w.zeros_like().add_scalar(value));
+        m.bias = m.bias.map(|b| b.map(|b| b.zeros_like().add_scalar(value)));
+        m
+    }
+
+    fn values(m: &Linear<B>) -> Vec<f32> {
+        let mut all: Vec<f32> = m.weight.val().into_data().to_vec().unwrap();
+        all.extend(m.bias.as_ref().unwrap().val().into_data().to_vec::<f32>().unwrap());
+        all
+    }
+
+    /// Checkpoints holding 1, 2 and 6 everywhere average to 3 everywhere (a sum and a
+    /// division: a product, a difference or no sum gives 4, −7/3 or 1), written with the
+    /// steps averaged and the newest checkpoint's state.
+    #[test]
+    fn averaging_checkpoints_gives_every_parameters_mean_and_records_the_steps() {
+        let root = tempfile::tempdir().unwrap();
+        let (base, mut dirs) = (layer(), Vec::new());
+        for (step, value) in [(1, 1.0), (2, 2.0), (3, 6.0)] {
+            let dir = root.path().join(checkpoint::step_dir_name(step));
+            let state = checkpoint::TrainState { step, ..checkpoint::TrainState::fresh(7) };
+            write_averaged(&dir, &state, filled(&base, value), serde_json::json!({})).unwrap();
+            dirs.push((step, dir));
+        }
+        let out = root.path().join("averaged");
+        average_checkpoints(layer, &dirs, &out, &Default::default()).unwrap();
+        let averaged = load_weights(layer(), &out, &Default::default()).unwrap();
+        assert!(values(&averaged).iter().all(|v| (v - 3.0).abs() < 1e-6), "{:?}", values(&averaged));
+        let steps = std::fs::read_to_string(out.join("steps.json")).unwrap();
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&steps).unwrap(),
+            serde_json::json!({ "steps": [1, 2, 3] })
+        );
+        assert_eq!(checkpoint::read_state(&out).unwrap().step, 3);
+    }
+}

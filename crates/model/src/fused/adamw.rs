@@ -19,6 +19,7 @@ use burn_ndarray::NdArray;
 use rayon::prelude::*;
 
 use super::cpu::{tensor, values, GRAIN};
+use super::wide::wide;
 
 /// The scalars of one update.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -73,22 +74,27 @@ pub fn cpu(param: T, grad: T, moments: Option<[T; 2]>, s: AdamWStep) -> [T; 3] {
     let (b1, b2, eps) = (s.beta_1, s.beta_2, s.epsilon);
     let outs = p_out.par_chunks_mut(GRAIN).zip(m_out.par_chunks_mut(GRAIN)).zip(v_out.par_chunks_mut(GRAIN));
     outs.enumerate().for_each(|(chunk, ((po, mo), vo))| {
-        let start = chunk * GRAIN;
-        let range = start..start + po.len();
-        let (p, g) = (&p[range.clone()], &g[range.clone()]);
-        let old = moments.as_ref().map(|(m, v)| (&m[range.clone()], &v[range.clone()]));
-        for i in 0..po.len() {
-            let gi = g[i];
-            let (m, v) = match old {
-                Some((m, v)) => (m[i] * b1 + gi * f1, v[i] * b2 + gi * gi * f2),
-                None => (gi * f1, gi * gi * f2),
-            };
-            let delta = (m / c1) / ((v / c2).sqrt() + eps);
-            let theta = if exempt { p[i] } else { p[i] * decay };
-            po[i] = theta - delta * lr;
-            mo[i] = m;
-            vo[i] = v;
-        }
+        wide(
+            #[inline(always)]
+            || {
+                let start = chunk * GRAIN;
+                let range = start..start + po.len();
+                let (p, g) = (&p[range.clone()], &g[range.clone()]);
+                let old = moments.as_ref().map(|(m, v)| (&m[range.clone()], &v[range.clone()]));
+                for i in 0..po.len() {
+                    let gi = g[i];
+                    let (m, v) = match old {
+                        Some((m, v)) => (m[i] * b1 + gi * f1, v[i] * b2 + gi * gi * f2),
+                        None => (gi * f1, gi * gi * f2),
+                    };
+                    let delta = (m / c1) / ((v / c2).sqrt() + eps);
+                    let theta = if exempt { p[i] } else { p[i] * decay };
+                    po[i] = theta - delta * lr;
+                    mo[i] = m;
+                    vo[i] = v;
+                }
+            },
+        )
     });
     [tensor(p_out, shape.clone()), tensor(m_out, shape.clone()), tensor(v_out, shape)]
 }

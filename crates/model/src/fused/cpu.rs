@@ -10,6 +10,7 @@ use burn::tensor::{Tensor, TensorData, TensorMetadata, TensorPrimitive};
 use burn_ndarray::{NdArray, NdArrayTensor};
 use rayon::prelude::*;
 
+use super::wide::wide;
 use super::INV_SQRT_2PI;
 
 #[cfg(test)]
@@ -29,9 +30,10 @@ pub fn gelu(x: T) -> T {
     let (shape, x) = values(x);
     let mut out = vec![0.0f32; x.len()];
     out.par_chunks_mut(GRAIN).zip(x.par_chunks(GRAIN)).for_each(|(out, x)| {
-        for (o, &v) in out.iter_mut().zip(x) {
-            *o = v * cdf(v);
-        }
+        wide(
+            #[inline(always)]
+            || out.iter_mut().zip(x).for_each(|(o, &v)| *o = v * cdf(v)),
+        )
     });
     tensor(out, shape)
 }
@@ -42,10 +44,15 @@ pub fn gelu_backward(x: T, grad: T) -> T {
     let (_, grad) = values(grad);
     let mut out = vec![0.0f32; x.len()];
     out.par_chunks_mut(GRAIN).zip(x.par_chunks(GRAIN).zip(grad.par_chunks(GRAIN))).for_each(|(out, (x, g))| {
-        for ((o, &v), &g) in out.iter_mut().zip(x).zip(g) {
-            let pdf = exp_or_zero(-0.5 * v * v) * INV_SQRT_2PI as f32;
-            *o = g * (cdf(v) + v * pdf);
-        }
+        wide(
+            #[inline(always)]
+            || {
+                for ((o, &v), &g) in out.iter_mut().zip(x).zip(g) {
+                    let pdf = exp_or_zero(-0.5 * v * v) * INV_SQRT_2PI as f32;
+                    *o = g * (cdf(v) + v * pdf);
+                }
+            },
+        )
     });
     tensor(out, shape)
 }
@@ -67,14 +74,15 @@ pub fn softmax_last(x: T) -> T {
 
 /// Softmax of one row, in place: `e^{x−max} / Σ e^{x−max}`.
 pub(super) fn softmax_row(row: &mut [f32]) {
-    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let mut sum = 0.0f32;
-    for v in row.iter_mut() {
-        *v = exp_or_zero(*v - max);
-        sum += *v;
-    }
-    let inv = 1.0 / sum;
-    row.iter_mut().for_each(|v| *v *= inv);
+    wide(
+        #[inline(always)]
+        || {
+            let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            row.iter_mut().for_each(|v| *v = exp_or_zero(*v - max));
+            let inv = 1.0 / lanes_sum(row);
+            row.iter_mut().for_each(|v| *v *= inv);
+        },
+    )
 }
 
 /// From the softmax's output `y`: `y ⊙ (grad − Σ_row grad ⊙ y)`.
@@ -104,15 +112,20 @@ pub fn layer_norm(x: T, gamma: T, beta: Option<T>, epsilon: f64) -> T {
     let mut out = vec![0.0f32; x.len()];
     let block = row_block(last);
     out.par_chunks_mut(block).zip(x.par_chunks(block)).for_each(|(out, x)| {
-        for (out, x) in out.chunks_mut(last).zip(x.chunks(last)) {
-            let (mean, rstd) = moments(x, epsilon);
-            for ((o, &v), &g) in out.iter_mut().zip(x).zip(gamma.iter()) {
-                *o = (v - mean) * rstd * g;
-            }
-            if let Some(beta) = &beta {
-                out.iter_mut().zip(beta.iter()).for_each(|(o, &b)| *o += b);
-            }
-        }
+        wide(
+            #[inline(always)]
+            || {
+                for (out, x) in out.chunks_mut(last).zip(x.chunks(last)) {
+                    let (mean, rstd) = moments(x, epsilon);
+                    for ((o, &v), &g) in out.iter_mut().zip(x).zip(gamma.iter()) {
+                        *o = (v - mean) * rstd * g;
+                    }
+                    if let Some(beta) = &beta {
+                        out.iter_mut().zip(beta.iter()).for_each(|(o, &b)| *o += b);
+                    }
+                }
+            },
+        )
     });
     tensor(out, shape)
 }
@@ -131,25 +144,30 @@ pub fn layer_norm_backward(x: T, gamma: T, grad: T, epsilon: f64) -> [T; 3] {
         .par_chunks_mut(block)
         .zip(x.par_chunks(block).zip(grad.par_chunks(block)))
         .map(|(dx, (x, grad))| {
-            let (mut dgamma, mut dbeta) = (vec![0.0f32; last], vec![0.0f32; last]);
-            for ((dx, x), grad) in dx.chunks_mut(last).zip(x.chunks(last)).zip(grad.chunks(last)) {
-                let (mean, rstd) = moments(x, epsilon);
-                let (mut mean_g, mut mean_gx) = (0.0f64, 0.0f64);
-                for (((&v, &dy), &g), (dg, db)) in
-                    x.iter().zip(grad).zip(gamma.iter()).zip(dgamma.iter_mut().zip(dbeta.iter_mut()))
-                {
-                    let normalized = (v - mean) * rstd;
-                    mean_g += (dy * g) as f64;
-                    mean_gx += (dy * g * normalized) as f64;
-                    *dg += dy * normalized;
-                    *db += dy;
-                }
-                let (mean_g, mean_gx) = ((mean_g / last as f64) as f32, (mean_gx / last as f64) as f32);
-                for ((d, &v), (&dy, &g)) in dx.iter_mut().zip(x).zip(grad.iter().zip(gamma.iter())) {
-                    *d = rstd * (dy * g - mean_g - (v - mean) * rstd * mean_gx);
-                }
-            }
-            (dgamma, dbeta)
+            wide(
+                #[inline(always)]
+                || {
+                    let (mut dgamma, mut dbeta) = (vec![0.0f32; last], vec![0.0f32; last]);
+                    for ((dx, x), grad) in dx.chunks_mut(last).zip(x.chunks(last)).zip(grad.chunks(last)) {
+                        let (mean, rstd) = moments(x, epsilon);
+                        let (mut mean_g, mut mean_gx) = (0.0f64, 0.0f64);
+                        for (((&v, &dy), &g), (dg, db)) in
+                            x.iter().zip(grad).zip(gamma.iter()).zip(dgamma.iter_mut().zip(dbeta.iter_mut()))
+                        {
+                            let normalized = (v - mean) * rstd;
+                            mean_g += (dy * g) as f64;
+                            mean_gx += (dy * g * normalized) as f64;
+                            *dg += dy * normalized;
+                            *db += dy;
+                        }
+                        let (mean_g, mean_gx) = ((mean_g / last as f64) as f32, (mean_gx / last as f64) as f32);
+                        for ((d, &v), (&dy, &g)) in dx.iter_mut().zip(x).zip(grad.iter().zip(gamma.iter())) {
+                            *d = rstd * (dy * g - mean_g - (v - mean) * rstd * mean_gx);
+                        }
+                    }
+                    (dgamma, dbeta)
+                },
+            )
         })
         .collect();
     let (mut dgamma, mut dbeta) = (vec![0.0f32; last], vec![0.0f32; last]);
@@ -171,16 +189,26 @@ fn moments(x: &[f32], epsilon: f64) -> (f32, f32) {
     (mean as f32, (1.0 / (var + epsilon).sqrt()) as f32)
 }
 
-/// `e^z` for `z ≤ 0`, and 0 below `e^-80 ≈ 2e-35`, far under f32's resolution of a sum that
-/// holds a 1: masked attention scores (−1e9) would otherwise send every `expf` through libm's
-/// slow underflow path (which sets `errno`), 1% of a training step.
-#[inline]
+/// `e^z` for `z ≤ 0`, and 0 below `e^-80 ≈ 2e-35` ([`super::exp`]: branch-free, so the
+/// loops that call it vectorize).
+#[inline(always)]
 pub(super) fn exp_or_zero(z: f32) -> f32 {
-    if z < -80.0 {
-        0.0
-    } else {
-        z.exp()
+    super::exp::exp_nonpositive(z)
+}
+
+/// The sum of `values` in eight interleaved partial sums (a loop the compiler vectorizes; a
+/// single running sum must be added in order, one element at a time).
+#[inline(always)]
+pub(super) fn lanes_sum(values: &[f32]) -> f32 {
+    let mut lanes = [0.0f32; 8];
+    let chunks = values.chunks_exact(8);
+    let rest: f32 = chunks.remainder().iter().sum();
+    for chunk in chunks {
+        for (lane, v) in lanes.iter_mut().zip(chunk) {
+            *lane += v;
+        }
     }
+    lanes.iter().sum::<f32>() + rest
 }
 
 /// `Φ(x) = ½(1 + erf(x/√2))`.

@@ -91,9 +91,14 @@ pub(super) fn cpu_backward(logits: F, targets: IntTensor<NdArray<f32>>, grad: F,
             for (((dz, z), g), &t) in dz.chunks_mut(vocab).zip(z.chunks(vocab)).zip(grad.chunks(2)).zip(targets) {
                 let lse = log_sum_exp(z) as f32;
                 let (both, uniform) = (g[0] + g[1], g[1] * (smoothing / vocab as f64) as f32);
-                for (d, &v) in dz.iter_mut().zip(z) {
-                    *d = both * super::cpu::exp_or_zero(v - lse) - uniform;
-                }
+                super::wide::wide(
+                    #[inline(always)]
+                    || {
+                        for (d, &v) in dz.iter_mut().zip(z) {
+                            *d = both * super::cpu::exp_or_zero(v - lse) - uniform;
+                        }
+                    },
+                );
                 dz[t] -= g[0] + (1.0 - smoothing as f32) * g[1];
             }
         });

@@ -30,10 +30,12 @@ mod autodiff;
 mod cpu;
 mod cross_entropy;
 mod erf;
+mod exp;
 mod linear;
 mod ndarray;
 #[cfg(test)]
 mod tests;
+mod wide;
 
 use core::any::Any;
 

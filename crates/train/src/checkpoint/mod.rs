@@ -212,6 +212,30 @@ mod tests {
         }
     }
 
+    /// Each limit ends the run exactly when reached, in the order max_steps, max_epochs,
+    /// patience; a limit of 0 (epochs, patience) is no limit.
+    #[test]
+    fn a_run_is_finished_exactly_when_a_set_limit_is_reached() {
+        let defaults = crate::config::RunConfig::load(None, &[]).unwrap().train;
+        let train = |max_epochs, patience| crate::config::TrainConfig {
+            max_steps: 10,
+            max_epochs,
+            patience,
+            ..defaults.clone()
+        };
+        let at = |step, epoch, evals| TrainState { epoch, evals_without_improvement: evals, ..state(step) };
+        let (none, both) = (train(0, 0), train(3, 2));
+        assert_eq!(at(9, 0, 0).finished(&both), None);
+        assert_eq!(at(10, 0, 0).finished(&both), Some("train.max_steps"));
+        assert_eq!(at(11, 5, 5).finished(&both), Some("train.max_steps"));
+        assert_eq!(at(5, 2, 1).finished(&both), None);
+        assert_eq!(at(5, 3, 2).finished(&both), Some("train.max_epochs"));
+        assert_eq!(at(5, 4, 0).finished(&both), Some("train.max_epochs"));
+        assert_eq!(at(5, 2, 2).finished(&both), Some(PATIENCE));
+        assert_eq!(at(5, 2, 3).finished(&both), Some(PATIENCE));
+        assert_eq!(at(5, 7, 7).finished(&none), None, "0 epochs and 0 patience are no limits");
+    }
+
     #[test]
     fn checkpoints_are_listed_in_order_and_pruned_to_the_newest() {
         let dir = tempfile::tempdir().unwrap();

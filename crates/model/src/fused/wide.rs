@@ -1,0 +1,67 @@
+//! Element-wise loops compiled for the CPU's widest vector unit, chosen at run time.
+//!
+//! The crate is built for the baseline x86-64 (SSE2: 4 lanes of f32), so that one binary runs
+//! everywhere. [`wide`] runs a loop body compiled a second time with AVX2 enabled (8 lanes)
+//! when the CPU has it, as `gemm` does for its micro-kernels. The results are the same bits
+//! either way: the loops are element-wise or add in an order the source fixes (no fast-math,
+//! so the compiler neither reassociates sums nor fuses multiply-adds), so exact resume holds
+//! across machines.
+
+/// Runs `body`, compiled with AVX2 where the CPU has it. Write the closure
+/// `#[inline(always)] || …`: only a body inlined into [`with_avx2`] is compiled for AVX2, and
+/// LLVM's own cost model declines to inline most loop bodies.
+#[inline(always)]
+pub(super) fn wide<R>(body: impl FnOnce() -> R) -> R {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (checked just above).
+        return unsafe { with_avx2(body) };
+    }
+    body()
+}
+
+/// `body` inlined into a function compiled with AVX2 (a closure without target features may be
+/// inlined into a caller with more; its loops are then vectorized for the caller's features).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn with_avx2<R>(body: impl FnOnce() -> R) -> R {
+    body()
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use super::with_avx2;
+    use crate::fused::cpu::{exp_or_zero, lanes_sum};
+    use crate::fused::erf::erf;
+
+    /// What the kernels' loops are made of: an element-wise GELU-like formula through `exp`
+    /// and `erf`, and an eight-lane sum. Inlined, as the kernels' bodies are, so that it is
+    /// compiled once for each caller's features.
+    #[inline(always)]
+    fn body(x: &[f32], out: &mut [f32]) -> f32 {
+        for (o, &v) in out.iter_mut().zip(x) {
+            *o = v * erf(v * 0.7) + exp_or_zero(-0.5 * v * v) / (1.0 + v * v);
+        }
+        lanes_sum(out)
+    }
+
+    #[test]
+    fn the_avx2_build_of_a_loop_gives_the_baseline_builds_bits() {
+        if !std::arch::is_x86_feature_detected!("avx2") {
+            eprintln!("no AVX2 on this CPU: only the baseline build runs here");
+            return;
+        }
+        let x: Vec<f32> = (0..4099).map(|i| (i as f32 - 2000.0) * 0.0037).collect();
+        let (mut baseline, mut avx2) = (vec![0.0f32; x.len()], vec![0.0f32; x.len()]);
+        let sum = body(&x, &mut baseline);
+        // SAFETY: the CPU has AVX2 (checked above).
+        let wide_sum = unsafe {
+            with_avx2(
+                #[inline(always)]
+                || body(&x, &mut avx2),
+            )
+        };
+        assert_eq!(sum.to_bits(), wide_sum.to_bits());
+        assert!(baseline.iter().zip(&avx2).all(|(a, b)| a.to_bits() == b.to_bits()));
+    }
+}
