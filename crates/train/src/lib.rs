@@ -13,6 +13,7 @@ pub mod asgd;
 pub mod average;
 pub mod base_run;
 pub mod checkpoint;
+pub mod clip;
 pub mod compress;
 pub mod config;
 pub mod data;

@@ -77,6 +77,7 @@ mod tests {
         let losses = cross_entropy(logits, targets, Some((weights, 1.0)), 0.0);
         let want = (1.0f64 + (-5f64).exp()).ln(); // −log softmax([5, 0])[0]
         assert!((losses.objective.into_scalar() as f64 - want).abs() < 1e-5);
+        assert!((losses.nll_sum.into_scalar() as f64 - want).abs() < 1e-5, "the NLL is weighted too");
     }
 
     /// Label smoothing on non-uniform logits, by hand: logits (ln 1, ln 2, ln 5) give

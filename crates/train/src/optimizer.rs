@@ -2,7 +2,7 @@
 //! from the configuration (never Burn's defaults: its Adam ε is 1e-5, its AdamW decay 1e-4,
 //! its momentum dampening 0.1), plus what Burn lacks (docs/burn.md):
 //!
-//! - clipping by the **global** gradient norm, as PyTorch's `clip_grad_norm_`:
+//! - clipping by the **global** gradient norm ([`crate::clip`]), as PyTorch's `clip_grad_norm_`:
 //!   `g ← g · min(1, c / (‖g‖₂ + 1e-6))` with `‖g‖₂` over all parameters together;
 //! - AdamW **decay groups** as nanoGPT: decoupled decay `θ ← θ(1 − lr·λ)` on parameters of
 //!   two or more dimensions (matrices, embeddings) only; biases and LayerNorm gains are exempt.
@@ -11,7 +11,7 @@
 //! - **averaged SGD** ([`crate::asgd`]): SGD steps plus the running mean of the iterates.
 
 use attend_model::fused::{self, adamw::AdamWStep};
-use burn::module::{AutodiffModule, ModuleVisitor, Param};
+use burn::module::AutodiffModule;
 use burn::optim::adaptor::OptimizerAdaptor;
 use burn::optim::decay::WeightDecayConfig;
 use burn::optim::momentum::MomentumConfig;
@@ -187,125 +187,13 @@ impl<B: Backend> SimpleOptimizer<B> for GroupedAdamW {
     }
 }
 
-/// Scales the gradients so that their global L2 norm is at most `max_norm`, as PyTorch's
-/// `clip_grad_norm_`: `g ← g · min(1, c / (‖g‖₂ + 1e-6))`. All on the device: no value is read
-/// back to the host (a GPU step stays asynchronous). `max_norm` = 0 does nothing.
-pub fn clip_global_norm<B: AutodiffBackend, M: AutodiffModule<B>>(
-    module: &M,
-    grads: &mut GradientsParams,
-    max_norm: f64,
-) {
-    if max_norm <= 0.0 {
-        return;
-    }
-    let mut sum = SquaredNorm::<B::InnerBackend> { grads, total: None };
-    module.visit(&mut sum);
-    let Some(total) = sum.total else { return };
-    let limit = Tensor::<B::InnerBackend, 1>::full([1], max_norm, &total.device());
-    let factor = limit.div(total.sqrt().add_scalar(1e-6)).clamp_max(1.0);
-    module.visit(&mut ScaleGrads::<B::InnerBackend> { grads, factor });
-}
-
-struct SquaredNorm<'a, B: Backend> {
-    grads: &'a GradientsParams,
-    total: Option<Tensor<B, 1>>,
-}
-
-impl<B: AutodiffBackend> ModuleVisitor<B> for SquaredNorm<'_, B::InnerBackend> {
-    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
-        if let Some(g) = self.grads.get::<B::InnerBackend, D>(param.id) {
-            let s = g.powi_scalar(2).sum();
-            self.total = Some(match self.total.take() {
-                Some(t) => t + s,
-                None => s,
-            });
-        }
-    }
-}
-
-/// Multiplies every gradient by `factor` (shape `[1]`).
-struct ScaleGrads<'a, B: Backend> {
-    grads: &'a mut GradientsParams,
-    factor: Tensor<B, 1>,
-}
-
-impl<B: AutodiffBackend> ModuleVisitor<B> for ScaleGrads<'_, B::InnerBackend> {
-    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
-        if let Some(g) = self.grads.remove::<B::InnerBackend, D>(param.id) {
-            let factor = self.factor.clone().reshape([1; D]);
-            self.grads.register::<B::InnerBackend, D>(param.id, g.mul(factor));
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use burn::module::Module;
+    use burn::module::Param;
     use burn::nn::{Linear, LinearConfig};
 
     type B = burn::backend::Autodiff<burn_ndarray::NdArray<f32>>;
-
-    /// A layer and the gradients of a loss through it, with their global L2 norm.
-    fn layer_and_grads() -> (Linear<B>, GradientsParams, f64) {
-        let layer = LinearConfig::new(4, 3).init::<B>(&Default::default());
-        let (grads, norm) = grads_scaled(&layer, 1.0);
-        (layer, grads, norm)
-    }
-
-    /// The gradients of `scale`·Σ(layer(x))² for a fixed x (linear in `scale`), and their norm.
-    fn grads_scaled(layer: &Linear<B>, scale: f64) -> (GradientsParams, f64) {
-        let x = Tensor::<B, 1>::from_data([0.3f32, -1.2, 0.7, 2.0, -0.4], &Default::default());
-        let x =
-            x.reshape([5, 1]).repeat_dim(1, 4).mul(Tensor::from_data([[1.0f32, -0.5, 0.25, 2.0]], &Default::default()));
-        let loss = layer.forward(x).powi_scalar(2).sum().mul_scalar(scale);
-        let grads = GradientsParams::from_grads(loss.backward(), layer);
-        let norm = squared(layer, &grads).sqrt();
-        (grads, norm)
-    }
-
-    fn squared(layer: &Linear<B>, grads: &GradientsParams) -> f64 {
-        let mut sum = SquaredNorm::<burn_ndarray::NdArray<f32>> { grads, total: None };
-        layer.visit(&mut sum);
-        sum.total.unwrap().into_scalar() as f64
-    }
-
-    #[test]
-    fn clipping_scales_the_global_norm_to_the_limit_as_pytorch() {
-        let (layer, mut grads, norm) = layer_and_grads();
-        let limit = norm / 4.0;
-        clip_global_norm(&layer, &mut grads, limit);
-        let want = norm * limit / (norm + 1e-6);
-        assert!((squared(&layer, &grads).sqrt() - want).abs() < 1e-4 * want, "{norm} -> {want}");
-    }
-
-    /// PyTorch divides by ‖g‖ + 1e-6: with a norm of 1e-6 that term halves the factor.
-    #[test]
-    fn clipping_adds_pytorchs_1e_6_to_a_tiny_norm() {
-        let (layer, _, norm) = layer_and_grads();
-        let (mut grads, norm) = grads_scaled(&layer, 1e-6 / norm);
-        assert!((norm - 1e-6).abs() < 1e-9, "{norm}");
-        let limit = norm / 4.0;
-        clip_global_norm(&layer, &mut grads, limit);
-        let want = norm * limit / (norm + 1e-6);
-        assert!((squared(&layer, &grads).sqrt() - want).abs() < 1e-3 * want, "{norm} -> {want}");
-    }
-
-    #[test]
-    fn a_zero_limit_leaves_the_gradients_exactly_as_they_are() {
-        let (layer, mut grads, _) = layer_and_grads();
-        let before = grads.get::<burn_ndarray::NdArray<f32>, 2>(layer.weight.id).unwrap().into_data();
-        clip_global_norm(&layer, &mut grads, 0.0);
-        assert_eq!(grads.get::<burn_ndarray::NdArray<f32>, 2>(layer.weight.id).unwrap().into_data(), before);
-    }
-
-    #[test]
-    fn gradients_within_the_limit_are_left_exactly_as_they_are() {
-        let (layer, mut grads, norm) = layer_and_grads();
-        let before = grads.get::<burn_ndarray::NdArray<f32>, 2>(layer.weight.id).unwrap().into_data();
-        clip_global_norm(&layer, &mut grads, norm * 2.0);
-        assert_eq!(grads.get::<burn_ndarray::NdArray<f32>, 2>(layer.weight.id).unwrap().into_data(), before);
-    }
 
     /// Two steps of `optimizer` on one weight w₀ = 0.5 with loss ½(2w)², whose gradient is 4w.
     fn two_steps(sets: &[&str]) -> [f32; 2] {
@@ -366,6 +254,42 @@ mod tests {
         for ((w, b), (ww, wb)) in got.iter().zip(want) {
             assert!((w - ww).abs() < 1e-6 && (b - wb).abs() < 1e-6, "{got:?} vs {want:?}");
         }
+    }
+
+    /// ASGD (lr 0.1, no momentum, averaging from step 2) on w₀ = 0.5 with gradient 4w: the
+    /// iterates are 0.3, 0.18, 0.108; evaluation takes the model until step 2, then the mean of
+    /// the iterates from step 2 on (0.144 after step 3), which is saved beside the optimizer
+    /// state (`<path>-mean.mpk`) and loaded back.
+    #[test]
+    fn asgd_evaluates_the_mean_of_the_iterates_from_its_start_and_saves_it_beside_the_state() {
+        let sets = ["train.optimizer=asgd", "train.lr=0.1", "train.momentum=0", "train.asgd_start=2"];
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).chain(["train.weight_decay=0".into()]).collect();
+        let config = crate::config::RunConfig::load(None, &sets).unwrap();
+        let device = Default::default();
+        let mut layer = LinearConfig::new(1, 1).with_bias(false).init::<B>(&device);
+        layer.weight = Param::from_tensor(Tensor::from_data([[0.5f32]], &device));
+        let mut optim = Optim::new(&config.train);
+        let value = |m: &Linear<burn_ndarray::NdArray<f32>>| m.weight.val().into_scalar();
+        for step in 1..=3 {
+            let x = Tensor::<B, 2>::from_data([[2.0f32]], &device);
+            let loss = layer.forward(x).powi_scalar(2).sum().div_scalar(2.0);
+            let grads = GradientsParams::from_grads(loss.backward(), &layer);
+            layer = optim.step(step, config.train.lr, layer, grads);
+            if step == 1 {
+                assert!(optim.iterate_mean().is_none());
+                assert!((value(&optim.eval_weights(&layer)) - 0.3).abs() < 1e-6, "the model itself");
+            }
+        }
+        assert!((value(&layer.valid()) - 0.108).abs() < 1e-6, "training goes on from the iterate");
+        assert!((value(&optim.eval_weights(&layer)) - 0.144).abs() < 1e-6, "the mean of 0.18 and 0.108");
+        let (mean, start) = optim.iterate_mean().expect("a mean from step 2 on");
+        assert!((value(mean) - 0.144).abs() < 1e-6 && start == 2);
+        let dir = tempfile::tempdir().unwrap();
+        optim.save(&dir.path().join("optimizer")).unwrap();
+        assert!(dir.path().join("optimizer.mpk").is_file() && dir.path().join("optimizer-mean.mpk").is_file());
+        let back =
+            Optim::<B, Linear<B>>::new(&config.train).load(&dir.path().join("optimizer"), 3, &layer, &device).unwrap();
+        assert!((value(&back.eval_weights(&layer)) - 0.144).abs() < 1e-6, "the mean loads back");
     }
 
     /// SGD with momentum 0.9 (PyTorch's: no dampening), lr 0.1, by hand: g₁ = 2, buffer 2,

@@ -119,6 +119,7 @@ mod tests {
     fn constant_warms_up_then_holds() {
         let c = TrainConfig { lr: 0.5, warmup: 4, ..config(ScheduleKind::Constant) };
         assert_eq!(learning_rate(&c, 64, 1), 0.1);
+        assert!((learning_rate(&c, 64, 3) - 0.3).abs() < 1e-15, "linear: lr·3/5");
         assert_eq!(learning_rate(&c, 64, 5), 0.5);
         assert_eq!(learning_rate(&c, 64, 500), 0.5);
     }

@@ -7,11 +7,12 @@ use std::path::Path;
 
 use attend_model::DecoderOnly;
 use attend_train::average::load_model;
+use attend_train::clip::clip_global_norm;
 use attend_train::config::{OptimizerKind, RunConfig};
 use attend_train::finetune::named_values;
 use attend_train::import::import_gpt2;
 use attend_train::objective::cross_entropy;
-use attend_train::optimizer::{clip_global_norm, Optim};
+use attend_train::optimizer::Optim;
 use burn::module::{AutodiffModule, Module, ModuleMapper, Param};
 use burn::optim::GradientsParams;
 use burn::tensor::backend::AutodiffBackend;
