@@ -260,4 +260,6 @@ impl<'a> Walker<'a> {
 }
 
 #[cfg(test)]
+mod encodings;
+#[cfg(test)]
 mod tests;
