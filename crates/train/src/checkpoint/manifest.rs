@@ -112,3 +112,50 @@ pub fn verify(dir: &Path) -> Result<(), CheckpointError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A directory with two files and its manifest.
+    fn written() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("model.mpk"), b"weights").unwrap();
+        std::fs::write(dir.path().join("state.json"), b"{}").unwrap();
+        write(dir.path()).unwrap();
+        dir
+    }
+
+    fn error(dir: &Path) -> String {
+        verify(dir).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn each_kind_of_damage_is_refused_naming_the_file_and_what_differs() {
+        let dir = written();
+        verify(dir.path()).unwrap();
+        std::fs::write(dir.path().join("model.mpk"), b"weighTs").unwrap();
+        assert!(error(dir.path()).contains("model.mpk: corrupt or truncated checkpoint: its SHA-256 differs"));
+        std::fs::write(dir.path().join("model.mpk"), b"weight").unwrap();
+        assert!(error(dir.path()).contains("model.mpk: corrupt or truncated checkpoint: 6 bytes, but 7 when written"));
+        let dir = written();
+        std::fs::write(dir.path().join("extra.bin"), b"").unwrap();
+        assert!(error(dir.path()).contains("extra.bin: corrupt or truncated checkpoint: not in manifest.json"));
+        let dir = written();
+        std::fs::remove_file(dir.path().join("state.json")).unwrap();
+        assert!(error(dir.path())
+            .contains("state.json: corrupt or truncated checkpoint: missing, though manifest.json lists it"));
+        let dir = written();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        assert!(error(dir.path()).contains("a checkpoint holds only plain files"));
+    }
+
+    #[test]
+    fn a_missing_manifest_is_refused_and_an_unreadable_one_is_an_io_error() {
+        let dir = written();
+        std::fs::remove_file(dir.path().join(FILE)).unwrap();
+        assert!(error(dir.path()).contains("manifest.json: corrupt or truncated checkpoint: missing"));
+        std::fs::create_dir(dir.path().join(FILE)).unwrap();
+        assert!(matches!(verify(dir.path()), Err(CheckpointError::Io { .. })), "a directory, not a missing file");
+    }
+}

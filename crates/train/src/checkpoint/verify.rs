@@ -87,3 +87,75 @@ pub fn optimizer_file(path: &Path, model: &Tensors) -> Result<(), CheckpointErro
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::module::{Module, Param};
+    use burn::nn::{Linear, LinearConfig};
+    use burn::optim::{GradientsParams, Optimizer};
+    use burn::record::{FullPrecisionSettings, HalfPrecisionSettings, NamedMpkFileRecorder, PrecisionSettings};
+    use burn::tensor::Tensor;
+    use burn_ndarray::NdArray;
+
+    type B = burn::backend::Autodiff<NdArray<f32>>;
+
+    fn layer() -> Linear<B> {
+        LinearConfig::new(3, 2).init::<B>(&Default::default())
+    }
+
+    /// `model` saved as `dir/name.mpk` at precision `S`; the file's path.
+    fn saved<S: PrecisionSettings>(model: &Linear<B>, dir: &Path, name: &str) -> std::path::PathBuf {
+        model.clone().save_file(dir.join(name), &NamedMpkFileRecorder::<S>::new()).unwrap();
+        dir.join(format!("{name}.mpk"))
+    }
+
+    fn error(result: Result<impl std::fmt::Debug, CheckpointError>) -> String {
+        result.unwrap_err().to_string()
+    }
+
+    #[test]
+    fn weights_pass_only_with_the_models_paths_shapes_float_types_and_finite_values() {
+        let (dir, model) = (tempfile::tempdir().unwrap(), layer());
+        let expected = crate::finetune::parameters(&model);
+        let file = saved::<FullPrecisionSettings>(&model, dir.path(), "model");
+        assert_eq!(model_file(&file, &expected).unwrap().len(), 2);
+        let mut other = expected.clone();
+        other[0].shape = vec![2, 3];
+        assert!(error(model_file(&file, &other)).contains("parameter weight is [3, 2] in the file and [2, 3]"));
+        let mut more = expected.clone();
+        more.push(ParamInfo { path: "gain".into(), shape: vec![2], trainable: true });
+        assert!(error(model_file(&file, &more)).contains("has no parameter gain"));
+        assert!(error(model_file(&file, &expected[..1])).contains("holds a tensor bias"));
+        let half = saved::<HalfPrecisionSettings>(&model, dir.path(), "half");
+        assert!(error(model_file(&half, &expected)).contains("parameter weight holds F16 values, not floats"));
+        let mut broken = model.clone();
+        broken.bias = Some(Param::from_tensor(Tensor::from_data([1.0f32, f32::INFINITY], &Default::default())));
+        let broken = saved::<FullPrecisionSettings>(&broken, dir.path(), "broken");
+        assert!(error(model_file(&broken, &expected))
+            .contains("parameter bias holds a non-finite value (NaN or infinity) at element 1"));
+    }
+
+    #[test]
+    fn optimizer_state_passes_only_for_the_models_ids_and_shapes() {
+        let (dir, model) = (tempfile::tempdir().unwrap(), layer());
+        let x = Tensor::<B, 2>::ones([4, 3], &Default::default());
+        let grads = GradientsParams::from_grads(model.forward(x).sum().backward(), &model);
+        let mut optim = burn::optim::AdamConfig::new().init::<B, Linear<B>>();
+        let model = optim.step(1e-3, model, grads);
+        let tensors = model_file(
+            &saved::<FullPrecisionSettings>(&model, dir.path(), "model"),
+            &crate::finetune::parameters(&model),
+        )
+        .unwrap();
+        let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
+        burn::record::Recorder::<B>::record(&recorder, optim.to_record(), dir.path().join("optimizer")).unwrap();
+        let state = dir.path().join("optimizer.mpk");
+        optimizer_file(&state, &tensors).unwrap();
+        let mut reshaped = tensors.clone();
+        reshaped[0].shape = vec![6];
+        assert!(error(optimizer_file(&state, &reshaped)).contains("but its parameter weight is [6]"));
+        assert!(error(optimizer_file(&state, &tensors[1..].to_vec()))
+            .contains("for a parameter id the model file does not have"));
+    }
+}
