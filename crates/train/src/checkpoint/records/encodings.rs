@@ -92,19 +92,22 @@ fn every_encoding_is_walked_and_paths_keep_the_right_levels() {
     assert_eq!(found[0].id.as_deref(), Some("0123456789abc"));
 }
 
-/// −1 as a negative fixint, an int8, an int16 or an int64 is not a size (sign-extended, not
-/// read as 255 or 2⁶⁴ − 1).
+/// −1, −100 and −1000 in the signed encodings are not sizes: each is sign-extended from its
+/// own width (−100 read with a wrong width can come out as 28, −1000 as 24).
 #[test]
 fn a_negative_shape_entry_in_any_encoding_is_not_a_size() {
-    for minus_one in [
+    for negative in [
         vec![0xff],
         vec![0xd0, 0xff],
+        vec![0xd0, 0x9c],
         vec![0xd1, 0xff, 0xff],
+        vec![0xd1, 0xfc, 0x18],
+        vec![0xd2, 0xff, 0xff, 0xfc, 0x18],
         vec![0xd3, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff],
     ] {
-        let doc = map(&[("item", map(&[("t", map(&[("param", tensor(&[], &[minus_one.clone()], "F32"))]))]))]);
+        let doc = map(&[("item", map(&[("t", map(&[("param", tensor(&[], &[negative.clone()], "F32"))]))]))]);
         let error = scan(&doc).unwrap_err();
-        assert!(error.contains("t: a shape entry is not a size"), "{minus_one:?}: {error}");
+        assert!(error.contains("t: a shape entry is not a size"), "{negative:?}: {error}");
     }
 }
 
