@@ -61,7 +61,6 @@ impl<B: AutodiffBackend> ModuleVisitor<B> for ScaleGrads<'_, B::InnerBackend> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use burn::module::Module;
     use burn::nn::{Linear, LinearConfig};
 
     type B = burn::backend::Autodiff<burn_ndarray::NdArray<f32>>;

@@ -16,7 +16,7 @@
 const ROUND: f32 = 12_582_912.0;
 const LOG2_E: f32 = core::f32::consts::LOG2_E;
 /// `ln 2 = LN2_HI + LN2_LO`, `LN2_HI` with few enough bits that `n·LN2_HI` is exact.
-const LN2_HI: f32 = 0.693_359_375;
+const LN2_HI: f32 = 0.693_359_4; // 355/512 exactly
 const LN2_LO: f32 = -2.121_944_4e-4;
 /// `e^r ≈ 1 + r + r²·P(r)`, highest power first.
 const P: [f32; 6] = [1.987_569_2e-4, 1.398_2e-3, 8.333_452e-3, 4.166_579_6e-2, 0.166_666_65, 0.5];

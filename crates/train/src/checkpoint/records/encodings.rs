@@ -105,7 +105,8 @@ fn a_negative_shape_entry_in_any_encoding_is_not_a_size() {
         vec![0xd2, 0xff, 0xff, 0xfc, 0x18],
         vec![0xd3, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff],
     ] {
-        let doc = map(&[("item", map(&[("t", map(&[("param", tensor(&[], &[negative.clone()], "F32"))]))]))]);
+        let doc =
+            map(&[("item", map(&[("t", map(&[("param", tensor(&[], std::slice::from_ref(&negative), "F32"))]))]))]);
         let error = scan(&doc).unwrap_err();
         assert!(error.contains("t: a shape entry is not a size"), "{negative:?}: {error}");
     }
