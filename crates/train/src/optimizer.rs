@@ -195,6 +195,14 @@ mod tests {
 
     type B = burn::backend::Autodiff<burn_ndarray::NdArray<f32>>;
 
+    /// Step `step` of `optim` on the loss ½(layer(2))².
+    fn descend(layer: Linear<B>, optim: &mut Optim<B, Linear<B>>, step: u64, lr: f64) -> Linear<B> {
+        let x = Tensor::<B, 2>::from_data([[2.0f32]], &layer.weight.device());
+        let loss = layer.forward(x).powi_scalar(2).sum().div_scalar(2.0);
+        let grads = GradientsParams::from_grads(loss.backward(), &layer);
+        optim.step(step, lr, layer, grads)
+    }
+
     /// Two steps of `optimizer` on one weight w₀ = 0.5 with loss ½(2w)², whose gradient is 4w.
     fn two_steps(sets: &[&str]) -> [f32; 2] {
         let sets: Vec<String> = sets.iter().map(|s| s.to_string()).chain(["train.weight_decay=0".into()]).collect();
@@ -205,10 +213,7 @@ mod tests {
         let mut optim = Optim::new(&config.train);
         let mut out = [0.0; 2];
         for step in 1..=2 {
-            let x = Tensor::<B, 2>::from_data([[2.0f32]], &device);
-            let loss = layer.forward(x).powi_scalar(2).sum().div_scalar(2.0);
-            let grads = GradientsParams::from_grads(loss.backward(), &layer);
-            layer = optim.step(step, config.train.lr, layer, grads);
+            layer = descend(layer, &mut optim, step, config.train.lr);
             out[step as usize - 1] = layer.weight.val().into_scalar();
         }
         out
@@ -243,10 +248,7 @@ mod tests {
         let mut optim = Optim::new(&config.train);
         let mut got = Vec::new();
         for step in 1..=2 {
-            let x = Tensor::<B, 2>::from_data([[2.0f32]], &device);
-            let loss = layer.forward(x).powi_scalar(2).sum().div_scalar(2.0);
-            let grads = GradientsParams::from_grads(loss.backward(), &layer);
-            layer = optim.step(step, config.train.lr, layer, grads);
+            layer = descend(layer, &mut optim, step, config.train.lr);
             let bias: f32 = layer.bias.as_ref().unwrap().val().into_scalar();
             got.push((layer.weight.val().into_scalar(), bias));
         }
@@ -271,10 +273,7 @@ mod tests {
         let mut optim = Optim::new(&config.train);
         let value = |m: &Linear<burn_ndarray::NdArray<f32>>| m.weight.val().into_scalar();
         for step in 1..=3 {
-            let x = Tensor::<B, 2>::from_data([[2.0f32]], &device);
-            let loss = layer.forward(x).powi_scalar(2).sum().div_scalar(2.0);
-            let grads = GradientsParams::from_grads(loss.backward(), &layer);
-            layer = optim.step(step, config.train.lr, layer, grads);
+            layer = descend(layer, &mut optim, step, config.train.lr);
             if step == 1 {
                 assert!(optim.iterate_mean().is_none());
                 assert!((value(&optim.eval_weights(&layer)) - 0.3).abs() < 1e-6, "the model itself");

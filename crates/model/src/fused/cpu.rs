@@ -10,7 +10,8 @@ use burn::tensor::{Tensor, TensorData, TensorMetadata, TensorPrimitive};
 use burn_ndarray::{NdArray, NdArrayTensor};
 use rayon::prelude::*;
 
-use super::wide::wide;
+use super::exp::exp_nonpositive;
+use super::wide::{lanes_sum, wide};
 use super::INV_SQRT_2PI;
 
 #[cfg(test)]
@@ -48,7 +49,7 @@ pub fn gelu_backward(x: T, grad: T) -> T {
             #[inline(always)]
             || {
                 for ((o, &v), &g) in out.iter_mut().zip(x).zip(g) {
-                    let pdf = exp_or_zero(-0.5 * v * v) * INV_SQRT_2PI as f32;
+                    let pdf = exp_nonpositive(-0.5 * v * v) * INV_SQRT_2PI as f32;
                     *o = g * (cdf(v) + v * pdf);
                 }
             },
@@ -78,7 +79,7 @@ pub(super) fn softmax_row(row: &mut [f32]) {
         #[inline(always)]
         || {
             let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            row.iter_mut().for_each(|v| *v = exp_or_zero(*v - max));
+            row.iter_mut().for_each(|v| *v = exp_nonpositive(*v - max));
             let inv = 1.0 / lanes_sum(row);
             row.iter_mut().for_each(|v| *v *= inv);
         },
@@ -187,28 +188,6 @@ fn moments(x: &[f32], epsilon: f64) -> (f32, f32) {
     let mean = x.iter().map(|&v| v as f64).sum::<f64>() / n;
     let var = x.iter().map(|&v| (v as f64 - mean) * (v as f64 - mean)).sum::<f64>() / n;
     (mean as f32, (1.0 / (var + epsilon).sqrt()) as f32)
-}
-
-/// `e^z` for `z ≤ 0`, and 0 below `e^-80 ≈ 2e-35` ([`super::exp`]: branch-free, so the
-/// loops that call it vectorize).
-#[inline(always)]
-pub(super) fn exp_or_zero(z: f32) -> f32 {
-    super::exp::exp_nonpositive(z)
-}
-
-/// The sum of `values` in eight interleaved partial sums (a loop the compiler vectorizes; a
-/// single running sum must be added in order, one element at a time).
-#[inline(always)]
-pub(super) fn lanes_sum(values: &[f32]) -> f32 {
-    let mut lanes = [0.0f32; 8];
-    let chunks = values.chunks_exact(8);
-    let rest: f32 = chunks.remainder().iter().sum();
-    for chunk in chunks {
-        for (lane, v) in lanes.iter_mut().zip(chunk) {
-            *lane += v;
-        }
-    }
-    lanes.iter().sum::<f32>() + rest
 }
 
 /// `Φ(x) = ½(1 + erf(x/√2))`.

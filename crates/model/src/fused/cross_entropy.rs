@@ -95,7 +95,7 @@ pub(super) fn cpu_backward(logits: F, targets: IntTensor<NdArray<f32>>, grad: F,
                     #[inline(always)]
                     || {
                         for (d, &v) in dz.iter_mut().zip(z) {
-                            *d = both * super::cpu::exp_or_zero(v - lse) - uniform;
+                            *d = both * super::exp::exp_nonpositive(v - lse) - uniform;
                         }
                     },
                 );
@@ -109,7 +109,7 @@ pub(super) fn cpu_backward(logits: F, targets: IntTensor<NdArray<f32>>, grad: F,
 #[inline]
 fn log_sum_exp(z: &[f32]) -> f64 {
     let max = z.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let sum: f64 = z.iter().map(|&v| super::cpu::exp_or_zero(v - max) as f64).sum();
+    let sum: f64 = z.iter().map(|&v| super::exp::exp_nonpositive(v - max) as f64).sum();
     max as f64 + sum.ln()
 }
 

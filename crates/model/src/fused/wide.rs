@@ -28,11 +28,27 @@ unsafe fn with_avx2<R>(body: impl FnOnce() -> R) -> R {
     body()
 }
 
+/// The sum of `values` in eight interleaved partial sums (a loop the compiler vectorizes; a
+/// single running sum must be added in order, one element at a time).
+#[inline(always)]
+pub(super) fn lanes_sum(values: &[f32]) -> f32 {
+    let mut lanes = [0.0f32; 8];
+    let chunks = values.chunks_exact(8);
+    let rest: f32 = chunks.remainder().iter().sum();
+    for chunk in chunks {
+        for (lane, v) in lanes.iter_mut().zip(chunk) {
+            *lane += v;
+        }
+    }
+    lanes.iter().sum::<f32>() + rest
+}
+
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
+    use super::lanes_sum;
     use super::with_avx2;
-    use crate::fused::cpu::{exp_or_zero, lanes_sum};
     use crate::fused::erf::erf;
+    use crate::fused::exp::exp_nonpositive;
 
     /// What the kernels' loops are made of: an element-wise GELU-like formula through `exp`
     /// and `erf`, and an eight-lane sum. Inlined, as the kernels' bodies are, so that it is
@@ -40,7 +56,7 @@ mod tests {
     #[inline(always)]
     fn body(x: &[f32], out: &mut [f32]) -> f32 {
         for (o, &v) in out.iter_mut().zip(x) {
-            *o = v * erf(v * 0.7) + exp_or_zero(-0.5 * v * v) / (1.0 + v * v);
+            *o = v * erf(v * 0.7) + exp_nonpositive(-0.5 * v * v) / (1.0 + v * v);
         }
         lanes_sum(out)
     }
