@@ -7,7 +7,7 @@ use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::Tensor;
 
 use crate::error::TrainError;
-use crate::parallel::Peer;
+use crate::parallel::peer::Peer;
 
 /// One optimizer step's gradients over `k` micro-batches drawn by `micro`: each objective (a
 /// mean over its positions) is divided by `k` before its backward, so the accumulated

@@ -17,7 +17,7 @@ pub enum TrainError {
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
     #[error(transparent)]
-    Parallel(#[from] crate::parallel::ParallelError),
+    Parallel(#[from] crate::parallel::error::ParallelError),
     #[error(transparent)]
     Codec(#[from] crate::data::codec::CodecError),
     #[error("{path}: {source}")]

@@ -32,7 +32,7 @@ use crate::error::{io_err, TrainError};
 use crate::finetune::{freeze, param_counts};
 use crate::metrics_log::MetricsLog;
 use crate::optimizer::Optim;
-use crate::parallel::Peer;
+use crate::parallel::peer::Peer;
 use crate::rng::Rng;
 use crate::run::{self, Observer, RunOptions, Summary};
 use crate::schedule::learning_rate;

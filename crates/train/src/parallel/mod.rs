@@ -8,8 +8,8 @@
 //! share of the cores in its own rayon pool). Across machines, burn-collective's global level
 //! joins the nodes through its orchestrator, which node 0 starts in its own process.
 
-mod error;
-mod peer;
+pub mod error;
+pub mod peer;
 mod supervise;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -21,6 +21,7 @@ use burn::tensor::backend::{AutodiffBackend, Backend, Device as _, DeviceId, Dev
 use burn_collective::{finish_collective, register, CollectiveConfig, PeerId};
 
 pub use error::ParallelError;
+use peer::Signal;
 pub use peer::{FaultKind, Peer};
 use supervise::{supervise, Event, Forward, Layout};
 
@@ -149,7 +150,13 @@ pub fn train_parallel<B: AutodiffBackend>(
     for (i, device) in devices.into_iter().enumerate() {
         let index = rank as usize * local + i;
         let fault = parallel.fault.filter(|f| f.peer == index).map(|f| (f.step, f.kind));
-        let peer = Peer::new(index, peers, nodes as usize, events.clone(), fault);
+        let notify = {
+            let events = events.clone();
+            Box::new(move |signal: Signal| {
+                let _ = events.send(Event::Peer(signal));
+            })
+        };
+        let peer = Peer::new(index, peers, nodes as usize, notify, fault);
         let (config, opts, collective) = (config.clone(), opts.clone(), collective.clone());
         let (events, stop) = (events.clone(), Arc::clone(&stop_peers));
         let spawned = std::thread::Builder::new().name(format!("peer-{index}")).spawn(move || {

@@ -4,7 +4,6 @@
 //! and a barrier. [`Peer::sole`] is the one-device run, for which every operation is free.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::Sender;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -15,7 +14,6 @@ use burn::tensor::{ElementConversion, Tensor, TensorPrimitive};
 use burn_collective::{all_reduce, PeerId, ReduceOperation};
 
 use super::error::ParallelError;
-use super::supervise::Event;
 use crate::task::Shard;
 
 /// A fault a test injects into one peer ([`super::Fault`]).
@@ -31,8 +29,19 @@ pub enum FaultKind {
 /// this lock (model initialization, dropout), so that every draw is a function of the seed.
 static RANDOM: Mutex<()> = Mutex::new(());
 
+/// What a peer tells the run's supervisor between collective operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Signal {
+    /// A collective operation completed: the peer is alive.
+    Beat,
+    /// The writer starts (true) or ends (false) work the others wait for.
+    Alone(bool),
+}
+
+/// Where a peer's [`Signal`]s go (the supervisor's channel, in a data-parallel run).
+pub type Notify = Box<dyn Fn(Signal) + Send + Sync>;
+
 /// This replica's place among all peers of a run (numbered across nodes).
-#[derive(Debug)]
 pub struct Peer {
     /// Global index: `node rank × devices per node + local index`; peer 0 writes the run.
     pub index: usize,
@@ -41,27 +50,37 @@ pub struct Peer {
     nodes: usize,
     /// Peers in this process (they share Burn's random generator).
     local: usize,
-    events: Option<Sender<Event>>,
+    notify: Option<Notify>,
     /// Fault injection for the tests: what goes wrong on this peer at which step.
     fault: Option<(u64, FaultKind)>,
     /// Seconds (as f64 bits) spent in collective operations since [`Peer::take_collective_seconds`].
     collective_s: AtomicU64,
 }
 
+impl std::fmt::Debug for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Peer")
+            .field("index", &self.index)
+            .field("count", &self.count)
+            .field("nodes", &self.nodes)
+            .finish()
+    }
+}
+
 impl Peer {
     /// The run on one device.
     pub fn sole() -> Peer {
-        Peer { index: 0, count: 1, nodes: 1, local: 1, events: None, fault: None, collective_s: AtomicU64::new(0) }
+        Peer { index: 0, count: 1, nodes: 1, local: 1, notify: None, fault: None, collective_s: AtomicU64::new(0) }
     }
 
     pub(crate) fn new(
         index: usize,
         count: usize,
         nodes: usize,
-        events: Sender<Event>,
+        notify: Notify,
         fault: Option<(u64, FaultKind)>,
     ) -> Self {
-        Peer { index, count, nodes, local: count / nodes, events: Some(events), fault, collective_s: AtomicU64::new(0) }
+        Peer { index, count, nodes, local: count / nodes, notify: Some(notify), fault, collective_s: AtomicU64::new(0) }
     }
 
     /// Whether this peer logs, evaluates and saves (peer 0).
@@ -91,16 +110,16 @@ impl Peer {
 
     /// Tells the supervisor this peer is alive (after every collective operation).
     fn beat(&self) {
-        if let Some(events) = &self.events {
-            let _ = events.send(Event::Beat);
+        if let Some(notify) = &self.notify {
+            notify(Signal::Beat);
         }
     }
 
     /// Tells the supervisor that this peer works alone for a while (the writer evaluating or
     /// saving) and the others' waiting is no stall.
     pub fn alone(&self, busy: bool) {
-        if let Some(events) = &self.events {
-            let _ = events.send(Event::Alone(busy));
+        if let Some(notify) = &self.notify {
+            notify(Signal::Alone(busy));
         }
     }
 

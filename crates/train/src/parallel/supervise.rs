@@ -12,6 +12,7 @@ use burn::tensor::backend::Backend;
 use burn_collective::reset_collective;
 
 use super::error::ParallelError;
+use super::peer::Signal;
 use crate::error::TrainError;
 use crate::run::Observer;
 use crate::tasks::Trained;
@@ -20,10 +21,8 @@ use crate::tasks::Trained;
 pub(crate) enum Event {
     /// A local peer registered with the collective (all peers of all nodes did).
     Joined,
-    /// A collective operation completed.
-    Beat,
-    /// The writer starts (true) or ends (false) work the others wait for.
-    Alone(bool),
+    /// A local peer's [`Signal`].
+    Peer(Signal),
     Started(u64, u64),
     Step(u64, f64, f64, f64),
     Eval(u64, f64),
@@ -83,11 +82,11 @@ pub(crate) fn supervise<B: Backend>(
                 joined += 1;
                 last_beat = Instant::now();
             }
-            Ok(Event::Beat) => {
+            Ok(Event::Peer(Signal::Beat)) => {
                 last_beat = Instant::now();
                 beating = true;
             }
-            Ok(Event::Alone(busy)) => {
+            Ok(Event::Peer(Signal::Alone(busy))) => {
                 alone = busy;
                 last_beat = Instant::now();
             }

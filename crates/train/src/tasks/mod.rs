@@ -12,7 +12,7 @@ use burn::tensor::backend::AutodiffBackend;
 use crate::config::RunConfig;
 use crate::error::TrainError;
 use crate::fit::fit_as;
-use crate::parallel::Peer;
+use crate::parallel::peer::Peer;
 use crate::run::{Observer, RunOptions, Summary};
 
 pub use lm::{train_lm, LmTask, LmValid};
