@@ -75,27 +75,26 @@ fn product(
     rhs: (*const f32, isize, isize),
     accumulate: bool,
 ) {
-    multiply(dst.as_mut_ptr(), dst.len(), [m, n, k], lhs, rhs, 1.0, accumulate, parallelism(m * n * k));
+    let threads = rayon::current_num_threads();
+    multiply(dst.as_mut_ptr(), dst.len(), [m, n, k], lhs, rhs, 1.0, accumulate, parallelism(m * n * k, threads));
 }
 
-/// `lhs[m, k] · rhs[k, n]` as a new row-major buffer, written once by the product (no zeroing
-/// pass first: that was 3% of a training step).
+/// `lhs[m, k] · rhs[k, n]` as a new row-major buffer on up to `threads` of rayon's threads,
+/// written once by the product (no zeroing pass first: that was 3% of a training step).
 fn product_new(
-    m: usize,
-    n: usize,
-    k: usize,
+    [m, n, k]: [usize; 3],
     lhs: (*const f32, isize, isize),
     rhs: (*const f32, isize, isize),
+    threads: usize,
 ) -> Vec<f32> {
     let mut dst = uninit(m * n);
-    multiply(dst.as_mut_ptr().cast(), dst.len(), [m, n, k], lhs, rhs, 1.0, false, parallelism(m * n * k));
+    multiply(dst.as_mut_ptr().cast(), dst.len(), [m, n, k], lhs, rhs, 1.0, false, parallelism(m * n * k, threads));
     // SAFETY: the product wrote all m·n elements (`read_dst` off: none was read first).
     unsafe { assume_init(dst) }
 }
 
-/// Rayon's threads for a product of `flops / 2` multiply-adds, when it pays for them.
-fn parallelism(size: usize) -> gemm::Parallelism {
-    let threads = rayon::current_num_threads();
+/// `threads` of rayon's threads for a product of `size` multiply-adds, when it pays for them.
+fn parallelism(size: usize, threads: usize) -> gemm::Parallelism {
     if size >= 1 << 15 && threads > 1 {
         gemm::Parallelism::Rayon(threads)
     } else {
@@ -245,7 +244,7 @@ pub(super) fn cpu(x: F, w: F, b: Option<F>, layout: Weight) -> F {
             product(&mut y, rows, d_out, d_in, view(&x, d_in, false), w_view, true);
             y
         }
-        None => product_new(rows, d_out, d_in, view(&x, d_in, false), w_view),
+        None => product_new([rows, d_out, d_in], view(&x, d_in, false), w_view, rayon::current_num_threads()),
     };
     let mut out = shape;
     let last = out.num_dims() - 1;
@@ -261,20 +260,27 @@ pub(super) fn cpu_backward(x: F, w: F, grad: F, layout: Weight) -> [F; 3] {
     let d_in = shape[shape.num_dims() - 1];
     let rows = x.len() / d_in.max(1);
     let d_out = grad.len() / rows.max(1);
-    let (dx, dw) = match layout {
-        Weight::InOut => (
-            product_new(rows, d_in, d_out, view(&grad, d_out, false), view(&w, d_out, true)),
-            product_new(d_in, d_out, rows, view(&x, d_in, true), view(&grad, d_out, false)),
-        ),
-        Weight::OutIn => (
-            product_new(rows, d_in, d_out, view(&grad, d_out, false), view(&w, d_in, false)),
-            product_new(d_out, d_in, rows, view(&grad, d_out, true), view(&x, d_in, false)),
-        ),
+    // dx and dW are two products of the same size (rows·d_in·d_out multiply-adds): they run
+    // side by side, each on half the threads. One at a time, gemm splits a product with few
+    // output blocks (dW is d_in × d_out, 128 × 128 in nanoGPT's CPU model) over fewer
+    // threads than there are, and the others wait.
+    let half = rayon::current_num_threads().div_ceil(2);
+    let dx = || match layout {
+        Weight::InOut => product_new([rows, d_in, d_out], view(&grad, d_out, false), view(&w, d_out, true), half),
+        Weight::OutIn => product_new([rows, d_in, d_out], view(&grad, d_out, false), view(&w, d_in, false), half),
     };
-    let mut db = vec![0.0f32; d_out];
-    for row in grad.chunks(d_out) {
-        db.iter_mut().zip(row).for_each(|(s, &g)| *s += g);
-    }
+    let dw_db = || {
+        let dw = match layout {
+            Weight::InOut => product_new([d_in, d_out, rows], view(&x, d_in, true), view(&grad, d_out, false), half),
+            Weight::OutIn => product_new([d_out, d_in, rows], view(&grad, d_out, true), view(&x, d_in, false), half),
+        };
+        let mut db = vec![0.0f32; d_out];
+        for row in grad.chunks(d_out) {
+            db.iter_mut().zip(row).for_each(|(s, &g)| *s += g);
+        }
+        (dw, db)
+    };
+    let (dx, (dw, db)) = rayon::join(dx, dw_db);
     [NdArrayTensor::from_data(TensorData::new(dx, shape)), tensor(dw, [w_shape[0], w_shape[1]]), tensor(db, [d_out])]
 }
 
