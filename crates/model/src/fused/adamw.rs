@@ -71,8 +71,8 @@ pub fn cpu(param: T, grad: T, moments: Option<[T; 2]>, s: AdamWStep) -> [T; 3] {
     let (mut p_out, mut m_out, mut v_out) = (uninit(n), uninit(n), uninit(n));
     let (f1, f2) = (1.0 - s.beta_1, 1.0 - s.beta_2);
     let (c1, c2) = (1f32 - s.beta_1.powi(s.time), 1f32 - s.beta_2.powi(s.time));
-    let (lr, decay, exempt) = (s.lr as f32, s.decay as f32, s.decay == 1.0);
-    let (b1, b2, eps) = (s.beta_1, s.beta_2, s.epsilon);
+    let k = Coefficients { c1, c2, eps: s.epsilon, lr: s.lr as f32, decay: s.decay as f32, exempt: s.decay == 1.0 };
+    let (b1, b2) = (s.beta_1, s.beta_2);
     let outs = p_out.par_chunks_mut(CHUNK).zip(m_out.par_chunks_mut(CHUNK)).zip(v_out.par_chunks_mut(CHUNK));
     outs.enumerate().for_each(|(chunk, ((po, mo), vo))| {
         wide(
@@ -81,18 +81,26 @@ pub fn cpu(param: T, grad: T, moments: Option<[T; 2]>, s: AdamWStep) -> [T; 3] {
                 let start = chunk * CHUNK;
                 let range = start..start + po.len();
                 let (p, g) = (&p[range.clone()], &g[range.clone()]);
-                let old = moments.as_ref().map(|(m, v)| (&m[range.clone()], &v[range.clone()]));
-                for i in 0..po.len() {
-                    let gi = g[i];
-                    let (m, v) = match old {
-                        Some((m, v)) => (m[i] * b1 + gi * f1, v[i] * b2 + gi * gi * f2),
-                        None => (gi * f1, gi * gi * f2),
-                    };
-                    let delta = (m / c1) / ((v / c2).sqrt() + eps);
-                    let theta = if exempt { p[i] } else { p[i] * decay };
-                    po[i].write(theta - delta * lr);
-                    mo[i].write(m);
-                    vo[i].write(v);
+                let outs = po.iter_mut().zip(mo.iter_mut()).zip(vo.iter_mut()).zip(p.iter().zip(g));
+                // Iterators, not indices: with no bounds checks left in it, the loop vectorizes.
+                match &moments {
+                    Some((m, v)) => {
+                        let old = m[range.clone()].iter().zip(&v[range.clone()]);
+                        for ((((po, mo), vo), (&p, &g)), (&m, &v)) in outs.zip(old) {
+                            let (m, v) = (m * b1 + g * f1, v * b2 + g * g * f2);
+                            po.write(k.theta(p, m, v));
+                            mo.write(m);
+                            vo.write(v);
+                        }
+                    }
+                    None => {
+                        for (((po, mo), vo), (&p, &g)) in outs {
+                            let (m, v) = (g * f1, g * g * f2);
+                            po.write(k.theta(p, m, v));
+                            mo.write(m);
+                            vo.write(v);
+                        }
+                    }
                 }
             },
         )
@@ -100,6 +108,28 @@ pub fn cpu(param: T, grad: T, moments: Option<[T; 2]>, s: AdamWStep) -> [T; 3] {
     // SAFETY: the chunks cover all n elements of each buffer, and every element was written.
     let (p_out, m_out, v_out) = unsafe { (assume_init(p_out), assume_init(m_out), assume_init(v_out)) };
     [tensor(p_out, shape.clone()), tensor(m_out, shape.clone()), tensor(v_out, shape)]
+}
+
+/// The step's scalars in the formula for the new θ.
+#[derive(Clone, Copy)]
+struct Coefficients {
+    /// `1 − β₁ᵗ`, `1 − β₂ᵗ`: bias corrections.
+    c1: f32,
+    c2: f32,
+    eps: f32,
+    lr: f32,
+    decay: f32,
+    exempt: bool,
+}
+
+impl Coefficients {
+    /// `θ·decay − lr · m̂ / (√v̂ + ε)` from θ and the new moments.
+    #[inline(always)]
+    fn theta(&self, p: f32, m: f32, v: f32) -> f32 {
+        let delta = (m / self.c1) / ((v / self.c2).sqrt() + self.eps);
+        let theta = if self.exempt { p } else { p * self.decay };
+        theta - delta * self.lr
+    }
 }
 
 /// Elements per parallel task: a quarter of the element-wise kernels' grain, since most
@@ -126,7 +156,8 @@ mod tests {
     #[test]
     fn adamw_kernel_equals_the_composed_update_bit_for_bit() {
         let device = Default::default();
-        let n = 7 * 7_100; // three full blocks of GRAIN and a partial one
+        let n = 7 * 7_100; // twelve full tasks of CHUNK and a partial one (and more than 3 GRAIN)
+        assert!(n % CHUNK != 0 && n > 12 * CHUNK);
         assert!(n > 3 * GRAIN && n < 4 * GRAIN);
         for decay_rate in [0.1, 0.0] {
             let start = Tensor::<Cpu, 2>::from_data(TensorData::new(values(n, 21, 0.5), [n / 7, 7]), &device);

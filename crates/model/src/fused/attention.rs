@@ -24,6 +24,7 @@ use rayon::prelude::*;
 use core::mem::MaybeUninit;
 
 use super::linear::{assume_init, product_into, product_to, uninit, view};
+use super::wide::{lanes_dot, wide};
 use crate::mask::MASKED_SCORE;
 
 /// `[O, P]`, composed of Burn's operations.
@@ -83,9 +84,20 @@ impl Mask {
         Mask { values, strides }
     }
 
-    fn at(&self, b: usize, h: usize, q: usize, k: usize) -> bool {
+    /// Sets the masked entries of the scores of row `q` of head `(b, h)` to [`MASKED_SCORE`].
+    fn apply(&self, b: usize, h: usize, q: usize, scores: &mut [f32]) {
         let s = &self.strides;
-        self.values[b * s[0] + h * s[1] + q * s[2] + k * s[3]]
+        let start = b * s[0] + h * s[1] + q * s[2];
+        if s[3] == 1 {
+            // The row's flags lie side by side: a loop the compiler turns into vector selects.
+            let flags = &self.values[start..start + scores.len()];
+            for (score, &masked) in scores.iter_mut().zip(flags) {
+                *score = if masked { MASKED_SCORE } else { *score };
+            }
+        } else if self.values[start] {
+            // One flag for every key of the row (the keys' axis broadcast).
+            scores.fill(MASKED_SCORE);
+        }
     }
 }
 
@@ -170,12 +182,7 @@ pub(super) fn cpu(q: F, k: F, v: F, mask: Option<BoolTensor<NdArray<f32>>>, scal
         let p = product_into(p, queries, keys, d_k, qm, km, scale as f32);
         for (row, scores) in p.chunks_mut(keys).enumerate() {
             if let Some(mask) = &mask {
-                let (b, h) = (head / heads, head % heads);
-                for (col, s) in scores.iter_mut().enumerate() {
-                    if mask.at(b, h, row, col) {
-                        *s = MASKED_SCORE;
-                    }
-                }
+                mask.apply(head / heads, head % heads, row, scores);
             }
             super::cpu::softmax_row(scores);
         }
@@ -258,10 +265,15 @@ pub(super) fn cpu_backward(q: F, k: F, v: F, weights: F, grad: F, scale: f64) ->
         let mut ds = uninit(queries * keys);
         let (om, vt) = (d_o.matrix(ob.0, head, false), v.matrix(vb.0, head, true));
         let ds = product_into(&mut ds, queries, keys, d_v, om, vt, 1.0);
-        for (ds, p) in ds.chunks_mut(keys).zip(p.chunks(keys)) {
-            let dot: f32 = ds.iter().zip(p).map(|(d, p)| d * p).sum();
-            ds.iter_mut().zip(p).for_each(|(d, &p)| *d = p * (*d - dot));
-        }
+        wide(
+            #[inline(always)]
+            || {
+                for (ds, p) in ds.chunks_mut(keys).zip(p.chunks(keys)) {
+                    let dot = lanes_dot(ds, p);
+                    ds.iter_mut().zip(p).for_each(|(d, &p)| *d = p * (*d - dot));
+                }
+            },
+        );
         let s = scale as f32;
         // SAFETY: head `head`'s rows of `dq`, `dk`, `dv`, which no other task touches.
         unsafe {

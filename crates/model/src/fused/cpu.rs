@@ -11,7 +11,7 @@ use burn_ndarray::{NdArray, NdArrayTensor};
 use rayon::prelude::*;
 
 use super::exp::exp_nonpositive;
-use super::wide::{lanes_sum, wide};
+use super::wide::{lanes_dot, lanes_max, lanes_sum, lanes_sum_f64, wide};
 use super::INV_SQRT_2PI;
 
 #[cfg(test)]
@@ -78,7 +78,7 @@ pub(super) fn softmax_row(row: &mut [f32]) {
     wide(
         #[inline(always)]
         || {
-            let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let max = lanes_max(row);
             row.iter_mut().for_each(|v| *v = exp_nonpositive(*v - max));
             let inv = 1.0 / lanes_sum(row);
             row.iter_mut().for_each(|v| *v *= inv);
@@ -94,12 +94,17 @@ pub fn softmax_last_backward(y: T, grad: T) -> T {
     let mut out = vec![0.0f32; y.len()];
     let block = row_block(last);
     out.par_chunks_mut(block).zip(y.par_chunks(block).zip(grad.par_chunks(block))).for_each(|(out, (y, g))| {
-        for ((out, y), g) in out.chunks_mut(last).zip(y.chunks(last)).zip(g.chunks(last)) {
-            let dot: f32 = y.iter().zip(g).map(|(y, g)| y * g).sum();
-            for ((o, &y), &g) in out.iter_mut().zip(y).zip(g) {
-                *o = y * (g - dot);
-            }
-        }
+        wide(
+            #[inline(always)]
+            || {
+                for ((out, y), g) in out.chunks_mut(last).zip(y.chunks(last)).zip(g.chunks(last)) {
+                    let dot = lanes_dot(y, g);
+                    for ((o, &y), &g) in out.iter_mut().zip(y).zip(g) {
+                        *o = y * (g - dot);
+                    }
+                }
+            },
+        )
     });
     tensor(out, shape)
 }
@@ -151,16 +156,19 @@ pub fn layer_norm_backward(x: T, gamma: T, grad: T, epsilon: f64) -> [T; 3] {
                     let (mut dgamma, mut dbeta) = (vec![0.0f32; last], vec![0.0f32; last]);
                     for ((dx, x), grad) in dx.chunks_mut(last).zip(x.chunks(last)).zip(grad.chunks(last)) {
                         let (mean, rstd) = moments(x, epsilon);
-                        let (mut mean_g, mut mean_gx) = (0.0f64, 0.0f64);
-                        for (((&v, &dy), &g), (dg, db)) in
-                            x.iter().zip(grad).zip(gamma.iter()).zip(dgamma.iter_mut().zip(dbeta.iter_mut()))
-                        {
-                            let normalized = (v - mean) * rstd;
-                            mean_g += (dy * g) as f64;
-                            mean_gx += (dy * g * normalized) as f64;
-                            *dg += dy * normalized;
+                        // dx's row means of g·dy and g·dy·x̂ (x̂ the normalized input), summed in
+                        // f64 lanes; `dx` holds g·dy and then g·dy·x̂ for the sums meanwhile.
+                        for (((d, &dy), &g), db) in dx.iter_mut().zip(grad).zip(gamma.iter()).zip(dbeta.iter_mut()) {
+                            *d = dy * g;
                             *db += dy;
                         }
+                        let mean_g = lanes_sum_f64(dx, |v| v as f64);
+                        for (((d, &v), &dy), dg) in dx.iter_mut().zip(x).zip(grad).zip(dgamma.iter_mut()) {
+                            let normalized = (v - mean) * rstd;
+                            *d *= normalized;
+                            *dg += dy * normalized;
+                        }
+                        let mean_gx = lanes_sum_f64(dx, |v| v as f64);
                         let (mean_g, mean_gx) = ((mean_g / last as f64) as f32, (mean_gx / last as f64) as f32);
                         for ((d, &v), (&dy, &g)) in dx.iter_mut().zip(x).zip(grad.iter().zip(gamma.iter())) {
                             *d = rstd * (dy * g - mean_g - (v - mean) * rstd * mean_gx);
@@ -181,12 +189,12 @@ pub fn layer_norm_backward(x: T, gamma: T, grad: T, epsilon: f64) -> [T; 3] {
 }
 
 /// Mean and `1/√(σ² + ε)` of one row: two passes over the row (which is in cache), summed in
-/// f64 so that rows far from zero keep their f32 precision.
+/// f64 (in eight lanes) so that rows far from zero keep their f32 precision.
 #[inline]
 fn moments(x: &[f32], epsilon: f64) -> (f32, f32) {
     let n = x.len() as f64;
-    let mean = x.iter().map(|&v| v as f64).sum::<f64>() / n;
-    let var = x.iter().map(|&v| (v as f64 - mean) * (v as f64 - mean)).sum::<f64>() / n;
+    let mean = lanes_sum_f64(x, |v| v as f64) / n;
+    let var = lanes_sum_f64(x, |v| (v as f64 - mean) * (v as f64 - mean)) / n;
     (mean as f32, (1.0 / (var + epsilon).sqrt()) as f32)
 }
 

@@ -18,6 +18,8 @@ use burn::tensor::{Int, Tensor, TensorData, TensorPrimitive};
 use burn_ndarray::{NdArray, NdArrayTensor};
 use rayon::prelude::*;
 
+use super::wide::{lanes_max, lanes_sum_f64, wide};
+
 /// `[nll, smoothed]` per row, composed of Burn's tensor operations.
 pub(super) fn composed<B: Backend>(logits: Tensor<B, 2>, targets: Tensor<B, 1, Int>, smoothing: f64) -> Tensor<B, 2> {
     let [rows, _] = logits.dims();
@@ -64,13 +66,18 @@ pub(super) fn cpu(logits: F, targets: IntTensor<NdArray<f32>>, smoothing: f64) -
         .zip(z.par_chunks(vocab * rows_per_task))
         .zip(targets.par_chunks(rows_per_task))
         .for_each(|((out, z), targets)| {
-            for ((out, z), &t) in out.chunks_mut(2).zip(z.chunks(vocab)).zip(targets) {
-                let lse = log_sum_exp(z);
-                let mean = z.iter().map(|&v| v as f64).sum::<f64>() / vocab as f64;
-                let nll = lse - z[t] as f64;
-                out[0] = nll as f32;
-                out[1] = ((1.0 - smoothing) * nll + smoothing * (lse - mean)) as f32;
-            }
+            wide(
+                #[inline(always)]
+                || {
+                    for ((out, z), &t) in out.chunks_mut(2).zip(z.chunks(vocab)).zip(targets) {
+                        let lse = log_sum_exp(z);
+                        let mean = lanes_sum_f64(z, |v| v as f64) / vocab as f64;
+                        let nll = lse - z[t] as f64;
+                        out[0] = nll as f32;
+                        out[1] = ((1.0 - smoothing) * nll + smoothing * (lse - mean)) as f32;
+                    }
+                },
+            )
         });
     NdArrayTensor::from_data(TensorData::new(out, [targets.len(), 2]))
 }
@@ -88,28 +95,29 @@ pub(super) fn cpu_backward(logits: F, targets: IntTensor<NdArray<f32>>, grad: F,
         .zip(z.par_chunks(block))
         .zip(grad.par_chunks(2 * rows_per_task).zip(targets.par_chunks(rows_per_task)))
         .for_each(|((dz, z), (grad, targets))| {
-            for (((dz, z), g), &t) in dz.chunks_mut(vocab).zip(z.chunks(vocab)).zip(grad.chunks(2)).zip(targets) {
-                let lse = log_sum_exp(z) as f32;
-                let (both, uniform) = (g[0] + g[1], g[1] * (smoothing / vocab as f64) as f32);
-                super::wide::wide(
-                    #[inline(always)]
-                    || {
+            wide(
+                #[inline(always)]
+                || {
+                    for (((dz, z), g), &t) in dz.chunks_mut(vocab).zip(z.chunks(vocab)).zip(grad.chunks(2)).zip(targets)
+                    {
+                        let lse = log_sum_exp(z) as f32;
+                        let (both, uniform) = (g[0] + g[1], g[1] * (smoothing / vocab as f64) as f32);
                         for (d, &v) in dz.iter_mut().zip(z) {
                             *d = both * super::exp::exp_nonpositive(v - lse) - uniform;
                         }
-                    },
-                );
-                dz[t] -= g[0] + (1.0 - smoothing as f32) * g[1];
-            }
+                        dz[t] -= g[0] + (1.0 - smoothing as f32) * g[1];
+                    }
+                },
+            )
         });
     NdArrayTensor::from_data(TensorData::new(dz, shape))
 }
 
 /// `log Σ e^{z}` of one row, in f64 around the row's maximum.
-#[inline]
+#[inline(always)]
 fn log_sum_exp(z: &[f32]) -> f64 {
-    let max = z.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let sum: f64 = z.iter().map(|&v| super::exp::exp_nonpositive(v - max) as f64).sum();
+    let max = lanes_max(z);
+    let sum = lanes_sum_f64(z, |v| super::exp::exp_nonpositive(v - max) as f64);
     max as f64 + sum.ln()
 }
 

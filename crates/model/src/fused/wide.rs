@@ -43,10 +43,55 @@ pub(super) fn lanes_sum(values: &[f32]) -> f32 {
     lanes.iter().sum::<f32>() + rest
 }
 
+/// `Σ f(vᵢ)` in f64, in eight interleaved partial sums (as [`lanes_sum`]: one running f64 sum
+/// is a chain of dependent additions, four cycles apiece).
+#[inline(always)]
+pub(super) fn lanes_sum_f64(values: &[f32], f: impl Fn(f32) -> f64) -> f64 {
+    let mut lanes = [0.0f64; 8];
+    let chunks = values.chunks_exact(8);
+    let rest: f64 = chunks.remainder().iter().map(|&v| f(v)).sum();
+    for chunk in chunks {
+        for (lane, &v) in lanes.iter_mut().zip(chunk) {
+            *lane += f(v);
+        }
+    }
+    lanes.iter().sum::<f64>() + rest
+}
+
+/// `Σ aᵢ·bᵢ` in eight interleaved partial sums (over the shorter of the two).
+#[inline(always)]
+pub(super) fn lanes_dot(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut lanes = [0.0f32; 8];
+    let (chunks_a, chunks_b) = (a.chunks_exact(8), b.chunks_exact(8));
+    let rest: f32 = chunks_a.remainder().iter().zip(chunks_b.remainder()).map(|(x, y)| x * y).sum();
+    for (ca, cb) in chunks_a.zip(chunks_b) {
+        for ((lane, x), y) in lanes.iter_mut().zip(ca).zip(cb) {
+            *lane += x * y;
+        }
+    }
+    lanes.iter().sum::<f32>() + rest
+}
+
+/// The largest of `values` (−∞ for none), eight lanes at a time: the same value in any order,
+/// and NaNs are passed over as a running `f32::max` passes over them.
+#[inline(always)]
+pub(super) fn lanes_max(values: &[f32]) -> f32 {
+    let mut lanes = [f32::NEG_INFINITY; 8];
+    let chunks = values.chunks_exact(8);
+    let rest = chunks.remainder().iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    for chunk in chunks {
+        for (lane, &v) in lanes.iter_mut().zip(chunk) {
+            *lane = if v > *lane { v } else { *lane };
+        }
+    }
+    lanes.iter().copied().fold(rest, f32::max)
+}
+
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
-    use super::lanes_sum;
-    use super::with_avx2;
+    use super::{lanes_dot, lanes_max, lanes_sum, lanes_sum_f64, with_avx2};
     use crate::fused::erf::erf;
     use crate::fused::exp::exp_nonpositive;
 
@@ -79,5 +124,26 @@ mod tests {
         };
         assert_eq!(sum.to_bits(), wide_sum.to_bits());
         assert!(baseline.iter().zip(&avx2).all(|(a, b)| a.to_bits() == b.to_bits()));
+    }
+
+    /// The lane reductions take every element, the remainder after the last full eight too:
+    /// on small integers (exact in f32) they equal the plain sums, and the max is the max
+    /// wherever it lies.
+    #[test]
+    fn lane_reductions_cover_every_element_including_the_remainder() {
+        for n in 0..27 {
+            let a: Vec<f32> = (0..n).map(|i| ((i * 7) % 11) as f32 - 5.0).collect();
+            let b: Vec<f32> = (0..n).map(|i| ((i * 5) % 9) as f32 - 3.0).collect();
+            assert_eq!(lanes_sum(&a), a.iter().sum::<f32>(), "sum of {n}");
+            assert_eq!(lanes_sum_f64(&a, |v| (v * v) as f64), a.iter().map(|v| (v * v) as f64).sum::<f64>(), "f64 {n}");
+            assert_eq!(lanes_dot(&a, &b), a.iter().zip(&b).map(|(x, y)| x * y).sum::<f32>(), "dot of {n}");
+            for top in 0..n {
+                let mut c = a.clone();
+                c[top] = 100.0;
+                assert_eq!(lanes_max(&c), 100.0, "max at {top} of {n}");
+            }
+        }
+        assert_eq!(lanes_max(&[]), f32::NEG_INFINITY);
+        assert_eq!(lanes_max(&[f32::NAN, 1.0, f32::NAN]), 1.0, "NaN passed over, as f32::max does");
     }
 }
