@@ -15,7 +15,7 @@
 use burn::tensor::backend::Backend;
 use burn::tensor::ops::FloatTensor;
 use burn::tensor::Tensor;
-use burn_ndarray::NdArray;
+use burn_ndarray::{NdArray, NdArrayTensor, SharedArray};
 use rayon::prelude::*;
 
 use super::cpu::{tensor, values, GRAIN};
@@ -62,17 +62,67 @@ pub fn composed<B: Backend, const D: usize>(
 
 type T = FloatTensor<NdArray<f32>>;
 
-/// The kernel: one parallel pass, three new buffers.
+/// The kernel: one parallel pass; in place where the update holds the only reference to the
+/// parameter and both moments (as every update after the first does in training), else into
+/// three new buffers. Both ways compute the same bits.
 pub fn cpu(param: T, grad: T, moments: Option<[T; 2]>, s: AdamWStep) -> [T; 3] {
+    let k = Coefficients::new(&s);
+    match moments {
+        Some([m, v]) if writable(&param) && writable(&m) && writable(&v) => in_place([param, m, v], grad, k),
+        moments => into_new(param, grad, moments, k),
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Updates made in place on this thread, for the tests.
+    static IN_PLACE: core::cell::Cell<usize> = const { core::cell::Cell::new(0) };
+}
+
+/// Whether `t` is a contiguous f32 buffer that no other tensor shares: one that may be
+/// overwritten.
+fn writable(t: &T) -> bool {
+    // `is_unique` is false for storage borrowed from outside (a memory-mapped record).
+    matches!(t, NdArrayTensor::F32(storage) if storage.is_unique() && storage.view().is_standard_layout())
+}
+
+/// The update written over the parameter and its moments (each [`writable`]).
+fn in_place(tensors: [T; 3], grad: T, k: Coefficients) -> [T; 3] {
+    #[cfg(test)]
+    IN_PLACE.with(|c| c.set(c.get() + 1));
+    let (_, g) = values(grad);
+    let [mut p, mut m, mut v] = tensors.map(|t| match t {
+        // Owned and unshared: the array itself, not a copy.
+        NdArrayTensor::F32(storage) => storage.into_owned(),
+        _ => unreachable!("checked writable"),
+    });
+    let slice = |a: &mut SharedArray<f32>| a.as_slice_mut().expect("checked contiguous and unshared") as *mut [f32];
+    // SAFETY: three distinct arrays (each unshared), borrowed mutably once each.
+    let (ps, ms, vs) = unsafe { (&mut *slice(&mut p), &mut *slice(&mut m), &mut *slice(&mut v)) };
+    assert!(ps.len() == g.len() && ms.len() == g.len() && vs.len() == g.len(), "AdamW: tensors of unequal sizes");
+    let chunks = ps.par_chunks_mut(CHUNK).zip(ms.par_chunks_mut(CHUNK)).zip(vs.par_chunks_mut(CHUNK));
+    chunks.zip(g.par_chunks(CHUNK)).for_each(|(((ps, ms), vs), g)| {
+        wide(
+            #[inline(always)]
+            || {
+                for (((p, m), v), &g) in ps.iter_mut().zip(ms).zip(vs).zip(g) {
+                    let (m_new, v_new) = k.moments(*m, *v, g);
+                    *p = k.theta(*p, m_new, v_new);
+                    (*m, *v) = (m_new, v_new);
+                }
+            },
+        )
+    });
+    [p, m, v].map(NdArrayTensor::from)
+}
+
+/// The update into three new buffers.
+fn into_new(param: T, grad: T, moments: Option<[T; 2]>, k: Coefficients) -> [T; 3] {
     let (shape, p) = values(param);
     let (_, g) = values(grad);
     let moments = moments.map(|[m, v]| (values(m).1, values(v).1));
     let n = p.len();
     let (mut p_out, mut m_out, mut v_out) = (uninit(n), uninit(n), uninit(n));
-    let (f1, f2) = (1.0 - s.beta_1, 1.0 - s.beta_2);
-    let (c1, c2) = (1f32 - s.beta_1.powi(s.time), 1f32 - s.beta_2.powi(s.time));
-    let k = Coefficients { c1, c2, eps: s.epsilon, lr: s.lr as f32, decay: s.decay as f32, exempt: s.decay == 1.0 };
-    let (b1, b2) = (s.beta_1, s.beta_2);
     let outs = p_out.par_chunks_mut(CHUNK).zip(m_out.par_chunks_mut(CHUNK)).zip(v_out.par_chunks_mut(CHUNK));
     outs.enumerate().for_each(|(chunk, ((po, mo), vo))| {
         wide(
@@ -87,7 +137,7 @@ pub fn cpu(param: T, grad: T, moments: Option<[T; 2]>, s: AdamWStep) -> [T; 3] {
                     Some((m, v)) => {
                         let old = m[range.clone()].iter().zip(&v[range.clone()]);
                         for ((((po, mo), vo), (&p, &g)), (&m, &v)) in outs.zip(old) {
-                            let (m, v) = (m * b1 + g * f1, v * b2 + g * g * f2);
+                            let (m, v) = k.moments(m, v, g);
                             po.write(k.theta(p, m, v));
                             mo.write(m);
                             vo.write(v);
@@ -95,7 +145,7 @@ pub fn cpu(param: T, grad: T, moments: Option<[T; 2]>, s: AdamWStep) -> [T; 3] {
                     }
                     None => {
                         for (((po, mo), vo), (&p, &g)) in outs {
-                            let (m, v) = (g * f1, g * g * f2);
+                            let (m, v) = k.first_moments(g);
                             po.write(k.theta(p, m, v));
                             mo.write(m);
                             vo.write(v);
@@ -110,9 +160,14 @@ pub fn cpu(param: T, grad: T, moments: Option<[T; 2]>, s: AdamWStep) -> [T; 3] {
     [tensor(p_out, shape.clone()), tensor(m_out, shape.clone()), tensor(v_out, shape)]
 }
 
-/// The step's scalars in the formula for the new θ.
+/// The step's scalars in the per-element formulas.
 #[derive(Clone, Copy)]
 struct Coefficients {
+    b1: f32,
+    b2: f32,
+    /// `1 − β₁`, `1 − β₂`.
+    f1: f32,
+    f2: f32,
     /// `1 − β₁ᵗ`, `1 − β₂ᵗ`: bias corrections.
     c1: f32,
     c2: f32,
@@ -123,6 +178,25 @@ struct Coefficients {
 }
 
 impl Coefficients {
+    fn new(s: &AdamWStep) -> Coefficients {
+        let (b1, b2) = (s.beta_1, s.beta_2);
+        let (c1, c2) = (1f32 - b1.powi(s.time), 1f32 - b2.powi(s.time));
+        let (eps, lr, decay, exempt) = (s.epsilon, s.lr as f32, s.decay as f32, s.decay == 1.0);
+        Coefficients { b1, b2, f1: 1.0 - b1, f2: 1.0 - b2, c1, c2, eps, lr, decay, exempt }
+    }
+
+    /// The moments after gradient `g`: `β₁·m + (1 − β₁)·g`, `β₂·v + (1 − β₂)·g²`.
+    #[inline(always)]
+    fn moments(&self, m: f32, v: f32, g: f32) -> (f32, f32) {
+        (m * self.b1 + g * self.f1, v * self.b2 + g * g * self.f2)
+    }
+
+    /// The first moments (from zero), as the composed form computes them.
+    #[inline(always)]
+    fn first_moments(&self, g: f32) -> (f32, f32) {
+        (g * self.f1, g * g * self.f2)
+    }
+
     /// `θ·decay − lr · m̂ / (√v̂ + ε)` from θ and the new moments.
     #[inline(always)]
     fn theta(&self, p: f32, m: f32, v: f32) -> f32 {
@@ -162,6 +236,7 @@ mod tests {
         for decay_rate in [0.1, 0.0] {
             let start = Tensor::<Cpu, 2>::from_data(TensorData::new(values(n, 21, 0.5), [n / 7, 7]), &device);
             let (mut fused, mut reference) = ((start.clone(), None), (start, None));
+            let in_place_before = IN_PLACE.with(|c| c.get());
             for time in 1..=3 {
                 let grad =
                     Tensor::<Cpu, 2>::from_data(TensorData::new(values(n, 30 + time as u64, 2.0), [n / 7, 7]), &device);
@@ -179,9 +254,36 @@ mod tests {
                 reference = (p, Some((m, v)));
             }
             let (Some((m, v)), Some((m_ref, v_ref))) = (fused.1, reference.1) else { unreachable!() };
+            assert_eq!(IN_PLACE.with(|c| c.get()) - in_place_before, 2, "the 2nd and 3rd updates in place");
             assert_eq!(data(fused.0), data(reference.0), "parameter, decay {decay_rate}");
             assert_eq!(data(m), data(m_ref), "first moment");
             assert_eq!(data(v), data(v_ref), "second moment");
         }
+    }
+
+    /// An update never writes into a tensor that something else still holds: with the
+    /// parameter shared, the kernel takes new buffers and the other holder's values stay.
+    #[test]
+    fn adamw_writes_in_place_only_into_tensors_nobody_else_holds() {
+        let device = Default::default();
+        let n = 3 * CHUNK + 5;
+        let tensor = |seed: u64, scale: f32| {
+            Tensor::<Cpu, 2>::from_data(TensorData::new(values(n, seed, scale), [n, 1]), &device)
+        };
+        let step = AdamWStep { lr: 0.1, beta_1: 0.9, beta_2: 0.99, epsilon: 1e-8, decay: 0.99, time: 2 };
+        let moments = || Some((tensor(2, 1.0), tensor(3, 1.0).abs()));
+        let expected = composed(tensor(1, 1.0), tensor(4, 1.0), moments(), step).map(data);
+
+        let before = IN_PLACE.with(|c| c.get());
+        let got = super::super::adamw(tensor(1, 1.0), tensor(4, 1.0), moments(), step).map(data);
+        assert_eq!(IN_PLACE.with(|c| c.get()), before + 1, "unshared tensors are updated in place");
+        assert_eq!(got, expected, "in place: the composed form's bits");
+
+        let param = tensor(1, 1.0);
+        let held = param.clone();
+        let got = super::super::adamw(param, tensor(4, 1.0), moments(), step).map(data);
+        assert_eq!(IN_PLACE.with(|c| c.get()), before + 1, "a shared parameter is not written over");
+        assert_eq!(got, expected, "into new buffers: the same bits");
+        assert_eq!(data(held), values(n, 1, 1.0), "the other holder's values are untouched");
     }
 }
