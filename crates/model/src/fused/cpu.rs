@@ -2,7 +2,8 @@
 //! rayon over blocks of rows (or of elements), each block big enough to pay for a hand-off.
 //!
 //! Each kernel reads its inputs once (contiguous views, no copy when the input is already in
-//! standard layout) and writes one new buffer, which becomes the output tensor without a copy.
+//! standard layout) and writes one new buffer, which becomes the output tensor without a copy
+//! (allocated unwritten: zeroing it first was one more pass over memory).
 
 use burn::tensor::ops::FloatTensor;
 use burn::tensor::ops::FloatTensorOps;
@@ -11,6 +12,7 @@ use burn_ndarray::{NdArray, NdArrayTensor};
 use rayon::prelude::*;
 
 use super::exp::exp_nonpositive;
+use super::linear::{assume_init, uninit};
 use super::wide::{lanes_dot, lanes_max, lanes_sum, lanes_sum_f64, wide};
 use super::INV_SQRT_2PI;
 
@@ -29,33 +31,39 @@ type T = FloatTensor<NdArray<f32>>;
 /// `x·Φ(x)`, `Φ(x) = ½(1 + erf(x/√2))`.
 pub fn gelu(x: T) -> T {
     let (shape, x) = values(x);
-    let mut out = vec![0.0f32; x.len()];
+    let mut out = uninit(x.len());
     out.par_chunks_mut(GRAIN).zip(x.par_chunks(GRAIN)).for_each(|(out, x)| {
         wide(
             #[inline(always)]
-            || out.iter_mut().zip(x).for_each(|(o, &v)| *o = v * cdf(v)),
+            || {
+                for (o, &v) in out.iter_mut().zip(x) {
+                    o.write(v * cdf(v));
+                }
+            },
         )
     });
-    tensor(out, shape)
+    // SAFETY: the chunks cover the buffer, every element written once.
+    tensor(unsafe { assume_init(out) }, shape)
 }
 
 /// `grad · (Φ(x) + x·φ(x))`, `φ(x) = e^{-x²/2}/√(2π)`.
 pub fn gelu_backward(x: T, grad: T) -> T {
     let (shape, x) = values(x);
     let (_, grad) = values(grad);
-    let mut out = vec![0.0f32; x.len()];
+    let mut out = uninit(x.len());
     out.par_chunks_mut(GRAIN).zip(x.par_chunks(GRAIN).zip(grad.par_chunks(GRAIN))).for_each(|(out, (x, g))| {
         wide(
             #[inline(always)]
             || {
                 for ((o, &v), &g) in out.iter_mut().zip(x).zip(g) {
                     let pdf = exp_nonpositive(-0.5 * v * v) * INV_SQRT_2PI as f32;
-                    *o = g * (cdf(v) + v * pdf);
+                    o.write(g * (cdf(v) + v * pdf));
                 }
             },
         )
     });
-    tensor(out, shape)
+    // SAFETY: the chunks cover the buffer, every element written once.
+    tensor(unsafe { assume_init(out) }, shape)
 }
 
 /// Softmax of each row of the last axis: `e^{x−max} / Σ e^{x−max}`.
@@ -115,7 +123,7 @@ pub fn layer_norm(x: T, gamma: T, beta: Option<T>, epsilon: f64) -> T {
     let (_, gamma) = values(gamma);
     let beta = beta.map(|b| values(b).1);
     let last = last_axis(&shape);
-    let mut out = vec![0.0f32; x.len()];
+    let mut out = uninit(x.len());
     let block = row_block(last);
     out.par_chunks_mut(block).zip(x.par_chunks(block)).for_each(|(out, x)| {
         wide(
@@ -123,17 +131,21 @@ pub fn layer_norm(x: T, gamma: T, beta: Option<T>, epsilon: f64) -> T {
             || {
                 for (out, x) in out.chunks_mut(last).zip(x.chunks(last)) {
                     let (mean, rstd) = moments(x, epsilon);
-                    for ((o, &v), &g) in out.iter_mut().zip(x).zip(gamma.iter()) {
-                        *o = (v - mean) * rstd * g;
-                    }
-                    if let Some(beta) = &beta {
-                        out.iter_mut().zip(beta.iter()).for_each(|(o, &b)| *o += b);
+                    let row = out.iter_mut().zip(x).zip(gamma.iter());
+                    match &beta {
+                        Some(beta) => row.zip(beta.iter()).for_each(|(((o, &v), &g), &b)| {
+                            o.write((v - mean) * rstd * g + b);
+                        }),
+                        None => row.for_each(|((o, &v), &g)| {
+                            o.write((v - mean) * rstd * g);
+                        }),
                     }
                 }
             },
         )
     });
-    tensor(out, shape)
+    // SAFETY: the blocks cover the buffer (whole rows), every element written once.
+    tensor(unsafe { assume_init(out) }, shape)
 }
 
 /// The LayerNorm's gradients `[dx, dγ, dβ]` from its input, `γ` and the output's gradient

@@ -18,6 +18,7 @@ use burn::tensor::{Int, Tensor, TensorData, TensorPrimitive};
 use burn_ndarray::{NdArray, NdArrayTensor};
 use rayon::prelude::*;
 
+use super::linear::{assume_init, assume_init_mut, uninit};
 use super::wide::{lanes_max, lanes_sum_f64, wide};
 
 /// `[nll, smoothed]` per row, composed of Burn's tensor operations.
@@ -88,7 +89,7 @@ pub(super) fn cpu_backward(logits: F, targets: IntTensor<NdArray<f32>>, grad: F,
     let (_, grad) = super::cpu::values(grad);
     let vocab = shape[1];
     let targets = indices(targets, vocab);
-    let mut dz = vec![0.0f32; z.len()];
+    let mut dz = uninit(z.len());
     let rows_per_task = (super::cpu::GRAIN / vocab).max(1);
     let block = vocab * rows_per_task;
     dz.par_chunks_mut(block)
@@ -103,14 +104,17 @@ pub(super) fn cpu_backward(logits: F, targets: IntTensor<NdArray<f32>>, grad: F,
                         let lse = log_sum_exp(z) as f32;
                         let (both, uniform) = (g[0] + g[1], g[1] * (smoothing / vocab as f64) as f32);
                         for (d, &v) in dz.iter_mut().zip(z) {
-                            *d = both * super::exp::exp_nonpositive(v - lse) - uniform;
+                            d.write(both * super::exp::exp_nonpositive(v - lse) - uniform);
                         }
+                        // SAFETY: the loop above wrote every element of the row.
+                        let dz = unsafe { assume_init_mut(dz) };
                         dz[t] -= g[0] + (1.0 - smoothing as f32) * g[1];
                     }
                 },
             )
         });
-    NdArrayTensor::from_data(TensorData::new(dz, shape))
+    // SAFETY: the blocks cover the buffer (whole rows), every row written above.
+    NdArrayTensor::from_data(TensorData::new(unsafe { assume_init(dz) }, shape))
 }
 
 /// `log Σ e^{z}` of one row, in f64 around the row's maximum.

@@ -121,6 +121,15 @@ pub(super) unsafe fn assume_init(values: Vec<MaybeUninit<f32>>) -> Vec<f32> {
     unsafe { Vec::from_raw_parts(values.as_mut_ptr().cast::<f32>(), values.len(), values.capacity()) }
 }
 
+/// `values`, every one of them written, as floats.
+///
+/// # Safety
+/// Every element must have been written.
+pub(super) unsafe fn assume_init_mut(values: &mut [MaybeUninit<f32>]) -> &mut [f32] {
+    // SAFETY: `MaybeUninit<f32>` has `f32`'s layout; the caller vouches for the contents.
+    unsafe { &mut *(values as *mut [MaybeUninit<f32>] as *mut [f32]) }
+}
+
 /// `dst[m, n] = scale · lhs[m, k] · rhs[k, n]` on this thread only, for kernels that already
 /// run in parallel over independent products (attention's heads); `dst` need not be written
 /// before, and comes back as the floats the product wrote.
@@ -136,7 +145,7 @@ pub(super) fn product_into(
 ) -> &mut [f32] {
     multiply(dst.as_mut_ptr().cast(), dst.len(), [m, n, k], lhs, rhs, scale, false, gemm::Parallelism::None);
     // SAFETY: the product wrote all m·n elements of `dst` (checked to be its length).
-    unsafe { &mut *(dst as *mut [MaybeUninit<f32>] as *mut [f32]) }
+    unsafe { assume_init_mut(dst) }
 }
 
 /// `dst[m, n] = scale · lhs[m, k] · rhs[k, n]` into a strided destination (column stride 1,
