@@ -12,7 +12,7 @@ use burn::tensor::{backend::Backend, Bool, Tensor};
 
 use crate::cache::KeyValue;
 use crate::config::ModelConfig;
-use crate::fused::{attention, softmax_last};
+use crate::fused::{attention, reshape, softmax_last};
 use crate::init::{linear, Role};
 use crate::lora::{AttentionAdapters, Lora};
 use crate::mask::MASKED_SCORE;
@@ -191,14 +191,14 @@ impl<B: Backend> MultiHeadAttention<B> {
             attention_with_scale(q, kv.keys.clone(), kv.values.clone(), mask, &self.dropout, scale);
         let [batch, heads, queries, d_v] = context.dims();
         // Concat(head₁..head_h): [batch, heads, queries, d_v] → [batch, queries, heads·d_v].
-        let concat = context.swap_dims(1, 2).reshape([batch, queries, heads * d_v]);
+        let concat = reshape(context.swap_dims(1, 2), [batch, queries, heads * d_v]);
         AttentionOutput { context: self.project(&self.output, |a| &a.output, concat), weights }
     }
 
     /// `[batch, len, heads·width]` → `[batch, heads, len, width]`.
     fn split_heads(&self, x: Tensor<B, 3>) -> Tensor<B, 4> {
         let [batch, len, all] = x.dims();
-        x.reshape([batch, len, self.n_heads, all / self.n_heads]).swap_dims(1, 2)
+        reshape(x, [batch, len, self.n_heads, all / self.n_heads]).swap_dims(1, 2)
     }
 }
 

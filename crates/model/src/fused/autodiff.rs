@@ -4,7 +4,7 @@
 //! kept from the forward: the input for GELU; the output for the softmax; the input and `γ`
 //! for the LayerNorm (whose backward recomputes mean and deviation instead of keeping them);
 //! `Q`, `K`, `V` and the weights for attention; the input and weight for the linear map; the
-//! logits and targets for the cross-entropy.
+//! logits and targets for the cross-entropy; the input's shape for a reshape.
 
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
@@ -14,10 +14,34 @@ use burn::backend::autodiff::NodeId;
 use burn::backend::Autodiff;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::ops::{BoolTensor, FloatTensor, IntTensor};
+use burn::tensor::TensorMetadata;
 
 use super::{FusedOps, Weight};
 
 impl<B: FusedOps, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
+    fn fused_reshape(x: FloatTensor<Self>, shape: burn::tensor::Shape) -> FloatTensor<Self> {
+        #[derive(Debug)]
+        struct ReshapeBackward;
+
+        impl<B: FusedOps> Backward<B, 1> for ReshapeBackward {
+            /// The input's shape.
+            type State = burn::tensor::Shape;
+
+            fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+                let shape = ops.state;
+                unary::<B, _>(ops.parents, ops.node, grads, |grad| B::fused_reshape(grad, shape));
+            }
+        }
+
+        match ReshapeBackward.prepare::<C>([x.node.clone()]).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => {
+                let input = x.primitive.shape();
+                prep.finish(input, B::fused_reshape(x.primitive, shape))
+            }
+            OpsKind::UnTracked(prep) => prep.finish(B::fused_reshape(x.primitive, shape)),
+        }
+    }
+
     fn fused_gelu(x: FloatTensor<Self>) -> FloatTensor<Self> {
         #[derive(Debug)]
         struct GeluBackward;

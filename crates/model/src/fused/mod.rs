@@ -33,6 +33,7 @@ mod erf;
 mod exp;
 mod linear;
 mod ndarray;
+mod reshape;
 #[cfg(test)]
 mod tests;
 mod wide;
@@ -177,6 +178,12 @@ pub trait FusedOps: Backend {
         [Self::float_reshape(dx.into_primitive().tensor(), shape), dw.into_primitive().tensor(), db]
     }
 
+    /// `x` in `shape` (as many elements); the CPU backend does it without a copy where the
+    /// layout allows ([`reshape`]).
+    fn fused_reshape(x: FloatTensor<Self>, shape: burn::tensor::Shape) -> FloatTensor<Self> {
+        Self::float_reshape(x, shape)
+    }
+
     /// Softmax + cross-entropy per row of `logits` (`[rows, V]`) against `targets` (`[rows]`):
     /// `[nll, smoothed]` as `[rows, 2]` ([`cross_entropy`] has the formulas).
     fn fused_cross_entropy(logits: FloatTensor<Self>, targets: IntTensor<Self>, smoothing: f64) -> FloatTensor<Self> {
@@ -208,6 +215,7 @@ pub(crate) const INV_SQRT_2PI: f64 = 0.398_942_280_401_432_7;
 pub use attention::attention;
 pub use cross_entropy::cross_entropy;
 pub use linear::{linear, Weight};
+pub use reshape::reshape;
 
 /// LayerNorm over the last axis, `(x − μ)/√(σ² + ε) · γ + β`, fused where the backend has a
 /// kernel.

@@ -1,14 +1,17 @@
 //! Which kernels back [`FusedOps`] on the CPU backend: `NdArray<f32>` names its kernels
-//! (`cpu.rs`, `linear.rs`, `attention.rs`, `cross_entropy.rs`); every other backend keeps the
+//! (`cpu.rs`, `linear.rs`, `attention.rs`, `cross_entropy.rs`, `reshape.rs`); every other backend keeps the
 //! composed defaults.
 
 use burn::tensor::ops::{BoolTensor, FloatTensor, IntTensor};
 use burn_ndarray::NdArray;
 
-use super::{attention, cpu, cross_entropy, linear, FusedOps, Weight};
+use super::{attention, cpu, cross_entropy, linear, reshape, FusedOps, Weight};
 
 /// The backends whose fused operations are kernels (the rest use the composed defaults).
 impl FusedOps for NdArray<f32> {
+    fn fused_reshape(x: FloatTensor<Self>, shape: burn::tensor::Shape) -> FloatTensor<Self> {
+        reshape::cpu(x, shape)
+    }
     fn fused_gelu(x: FloatTensor<Self>) -> FloatTensor<Self> {
         cpu::gelu(x)
     }
