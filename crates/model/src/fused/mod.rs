@@ -9,7 +9,8 @@
 //! `B`'s kernel and registers a backward that calls `B`'s backward kernel.
 //!
 //! The model stays generic over `B: Backend` (no bound on every module): the functions below
-//! ([`gelu`], [`softmax_last`], [`layer_norm`], [`attention`], [`linear`], [`cross_entropy`]) find at run time, by type, whether `B` is one of the backends
+//! ([`gelu`], [`softmax_last`], [`layer_norm`], [`attention`], [`linear`], [`cross_entropy`],
+//! [`reshape`]) find at run time, by type, whether `B` is one of the backends
 //! with kernels (`NdArray<f32>` and `Autodiff<NdArray<f32>>`) and otherwise compute the
 //! composed form. Both paths compute the same function; `tests.rs` checks values and gradients
 //! of each fused operation against the composed reference.
@@ -22,7 +23,8 @@
 //! | attention `softmax(s·QKᵀ + mask)·V` per head | 6 + ~10 (scale, transposed copy, product, mask, softmax, product) | 1 + 1, products through strides |
 //! | linear map over rows `x·W + b` | 1-2 + 3-5 (transposed copies of `x`, `W` for the backward) | 1 + 3 products, no copies |
 //! | softmax + cross-entropy over the vocabulary | 6 + ~10, keeping `log p` (`[rows, V]`) | 1 + 1, keeping the logits |
-//! | AdamW update of a parameter ([`adamw`]) | ~15 (moments, bias correction, root, decay, step) | 1 |
+//! | AdamW update of a parameter ([`adamw`]) | ~15 (moments, bias correction, root, decay, step) | 1, in place |
+//! | reshape of a tensor in standard layout ([`reshape`]) | 1 copy + 1 copy of the gradient | no copy |
 
 pub mod adamw;
 mod attention;
