@@ -11,7 +11,8 @@ use burn::tensor::backend::AutodiffBackend;
 use clap::Args;
 
 use crate::backend::{run_on, Backend, OnBackend};
-use crate::train::{stop_on_ctrl_c, Bar};
+use crate::progress::Bar;
+use crate::train::stop_on_ctrl_c;
 
 #[derive(Args)]
 pub struct AblateArgs {

@@ -4,7 +4,8 @@
 //! A command that runs a model implements [`OnBackend`] once, generically; [`run_on`] calls it
 //! with the backend the flag names (the autodiff backend: commands that only infer use its
 //! `InnerBackend`). The GPU backends need the build features that bring them in (`wgpu`, `cuda`);
-//! a flag whose backend is not built is an error that says which feature to build with.
+//! a flag whose backend is not built is an error that says which feature to build with. Before a
+//! GPU backend's first use, its kernel caches are set up (`kernel_cache`).
 
 use anyhow::Result;
 use burn::tensor::backend::AutodiffBackend;
@@ -47,14 +48,21 @@ pub fn run_on<W: OnBackend>(backend: Backend, work: W) -> Result<W::Output> {
     match backend {
         Backend::Ndarray => work.run::<Autodiff<burn_ndarray::NdArray<f32>>>(&Default::default()),
         #[cfg(feature = "wgpu")]
-        Backend::Wgpu => work.run::<Autodiff<burn_wgpu::Wgpu>>(&Default::default()),
+        Backend::Wgpu => {
+            crate::kernel_cache::configure()?;
+            work.run::<Autodiff<burn_wgpu::Wgpu>>(&Default::default())
+        }
         #[cfg(feature = "wgpu")]
         Backend::WgpuUnfused => {
+            crate::kernel_cache::configure()?;
             type Unfused = burn_wgpu::CubeBackend<burn_wgpu::WgpuRuntime, f32, i32, u32>;
             work.run::<Autodiff<Unfused>>(&Default::default())
         }
         #[cfg(feature = "cuda")]
-        Backend::Cuda => work.run::<Autodiff<burn_cuda::Cuda>>(&Default::default()),
+        Backend::Cuda => {
+            crate::kernel_cache::configure()?;
+            work.run::<Autodiff<burn_cuda::Cuda>>(&Default::default())
+        }
         #[allow(unreachable_patterns)]
         other => {
             let _ = work;

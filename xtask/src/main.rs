@@ -17,8 +17,10 @@ mod eval;
 mod export;
 mod generate;
 mod import;
+mod kernel_cache;
 mod params;
 mod pictures;
+mod progress;
 mod soak;
 mod train;
 mod translate;
@@ -78,6 +80,7 @@ enum Command {
 }
 
 fn main() {
+    progress::mark_launch();
     allocator::keep_freed_memory();
     // The model runs every position-wise map as one `[batch·len, d]` product
     // (attend_model::positionwise), which only matrixmultiply's own threads can split: one

@@ -10,12 +10,12 @@ use anyhow::{Context, Result};
 use attend_train::config::{default_run_dir, RunConfig};
 use attend_train::parallel::{self, Fault, FaultKind, Nodes, Parallel};
 use attend_train::tasks::{LmValid, MlmValid, MtValid};
-use attend_train::{Observer, RunOptions, Summary, Trained};
+use attend_train::{RunOptions, Summary, Trained};
 use burn::tensor::backend::AutodiffBackend;
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::backend::{run_on, Backend, OnBackend};
+use crate::progress::{self, Bar};
 
 #[derive(Args)]
 pub struct TrainArgs {
@@ -138,6 +138,9 @@ impl OnBackend for Train {
             Trained::Mlm(s) => print_summary(&s, run_dir, "tokens", print_mlm),
             Trained::Mt(s) => print_summary(&s, run_dir, "target tokens", print_mt),
         }
+        if let Some(startup) = bar.startup() {
+            println!("start-up       {}", progress::describe(&startup));
+        }
         Ok(())
     }
 }
@@ -156,46 +159,6 @@ pub(crate) fn stop_on_ctrl_c() -> Result<Arc<AtomicBool>> {
     })
     .context("installing the Ctrl-C handler")?;
     Ok(stop)
-}
-
-/// The progress bar: step, loss, learning rate, tokens/s, ETA.
-pub(crate) struct Bar {
-    pub(crate) bar: ProgressBar,
-}
-
-impl Bar {
-    pub(crate) fn new() -> Self {
-        Bar { bar: ProgressBar::hidden() }
-    }
-}
-
-impl Observer for Bar {
-    fn started(&mut self, first_step: u64, max_steps: u64) {
-        self.bar = ProgressBar::new(max_steps);
-        self.bar.set_position(first_step - 1);
-        self.bar.set_style(
-            ProgressStyle::with_template("{bar:30} step {pos}/{len} {msg} eta {eta}").expect("valid template"),
-        );
-    }
-
-    fn step(&mut self, step: u64, loss: f64, lr: f64, tokens_per_s: f64) {
-        self.bar.set_position(step);
-        self.bar.set_message(format!("loss {loss:.4} lr {lr:.2e} {tokens_per_s:.0} tok/s"));
-    }
-
-    fn eval(&mut self, step: u64, loss: f64) {
-        self.note(&format!("step {step}: valid loss {loss:.4} (ppl {:.2})", loss.exp()));
-    }
-
-    /// Above the bar on a terminal; a plain stderr line otherwise (before the bar starts, or
-    /// when stderr is a file, where indicatif draws nothing and would drop the line).
-    fn note(&mut self, message: &str) {
-        if self.bar.is_hidden() {
-            eprintln!("{message}");
-        } else {
-            self.bar.println(message);
-        }
-    }
 }
 
 /// The lines every task prints, then the task's own (`valid`) if the run has a validation.

@@ -132,6 +132,9 @@ pub(crate) fn fit_as<B: AutodiffBackend, T: Task<B>>(
     // Tokens and step time since the last logged step (steps in between are not read back;
     // evaluation and checkpointing are not step time).
     let (mut tokens_since, mut seconds_since, mut steps_since) = (0.0, 0.0, 0);
+    // The first step this call runs is always read back and logged: its end (the device done
+    // with it) ends the start-up the runner reports (kernel compilation and tuning on a GPU).
+    let first_step = state.step + 1;
     while finished.is_none() && state.step < t.max_steps {
         let started = Instant::now();
         let step = state.step + 1;
@@ -155,7 +158,9 @@ pub(crate) fn fit_as<B: AutodiffBackend, T: Task<B>>(
         // The step's one device-to-host read: the loss, on logged, evaluated, saved and last steps.
         let read = |nll: Tensor<B::InnerBackend, 1>| nll.into_scalar().elem::<f64>() / counted;
         let nll = nll.expect("train.grad_accum >= 1");
-        let scheduled = [t.log_every, t.eval_every, t.checkpoint_every].iter().any(|&n| step % n == 0) || last_step;
+        let scheduled = [t.log_every, t.eval_every, t.checkpoint_every].iter().any(|&n| step % n == 0)
+            || last_step
+            || step == first_step;
         // Data parallel: the logged loss is the whole batch's, and a Ctrl-C on any peer (or
         // node) stops all of them after the same step.
         let (nll, stopping) = if peer.is_parallel() {

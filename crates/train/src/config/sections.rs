@@ -154,7 +154,8 @@ pub struct TrainConfig {
     /// Batches whose gradients are summed before one optimizer step.
     pub grad_accum: usize,
     /// Read the training loss back from the device and log it every this many steps (and at
-    /// evaluation, checkpoint and last steps); the non-finite-loss check runs then too.
+    /// the first step of each run or resume, and at evaluation, checkpoint and last steps); the
+    /// non-finite-loss check runs then too.
     /// 1 logs every step; a GPU run reads less often to keep the device busy.
     pub log_every: u64,
     /// Evaluate on the validation split every this many steps (and at the end).

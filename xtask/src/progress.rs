@@ -1,0 +1,167 @@
+//! What a training run shows while it runs: the progress bar (step, loss, learning rate,
+//! tokens/s, ETA), notes above it, and the start-up: the time from launch to the end of the
+//! first step, which on a GPU is mostly compiling and tuning kernels. On a GPU backend the bar
+//! says where the kernel caches are and how full, and while the first step runs it prints a
+//! line every 15 s, so that a cold machine's first run is never silent.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use attend_train::Observer;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::kernel_cache::{self, KernelCache};
+
+static LAUNCHED: OnceLock<Instant> = OnceLock::new();
+
+/// Marks the process's launch: `main` calls it first.
+pub(crate) fn mark_launch() {
+    LAUNCHED.get_or_init(Instant::now);
+}
+
+/// How often a GPU run's first step reports that it is still running.
+const HEARTBEAT: Duration = Duration::from_secs(15);
+
+pub(crate) struct Bar {
+    pub(crate) bar: ProgressBar,
+    /// When the loop started (data loaded, model built), and the heartbeat's stop flag.
+    waiting: Option<(Instant, Arc<AtomicBool>)>,
+    startup: Option<StartUp>,
+}
+
+/// Seconds from launch to the loop's start (data, model, checkpoint) and in the first step.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct StartUp {
+    pub(crate) preparing_s: f64,
+    pub(crate) first_step_s: f64,
+}
+
+impl StartUp {
+    pub(crate) fn total_s(&self) -> f64 {
+        self.preparing_s + self.first_step_s
+    }
+}
+
+impl Bar {
+    pub(crate) fn new() -> Self {
+        Bar { bar: ProgressBar::hidden(), waiting: None, startup: None }
+    }
+
+    /// The start-up of this process's run, once its first step has ended.
+    pub(crate) fn startup(&self) -> Option<StartUp> {
+        self.startup
+    }
+}
+
+impl Observer for Bar {
+    fn started(&mut self, first_step: u64, max_steps: u64) {
+        self.bar = ProgressBar::new(max_steps);
+        self.bar.set_position(first_step - 1);
+        self.bar.set_style(
+            ProgressStyle::with_template("{bar:30} step {pos}/{len} {msg} eta {eta}").expect("valid template"),
+        );
+        let stop = Arc::new(AtomicBool::new(false));
+        if let Some(cache) = kernel_cache::configured() {
+            self.note(&cache_note(cache));
+            let (bar, stop) = (self.bar.clone(), Arc::clone(&stop));
+            std::thread::spawn(move || heartbeat(&bar, &stop));
+        }
+        self.waiting = Some((Instant::now(), stop));
+    }
+
+    fn step(&mut self, step: u64, loss: f64, lr: f64, tokens_per_s: f64) {
+        if let Some((ready, stop)) = self.waiting.take() {
+            stop.store(true, Ordering::Relaxed);
+            let launched = *LAUNCHED.get_or_init(|| ready);
+            let startup = StartUp {
+                preparing_s: ready.duration_since(launched).as_secs_f64(),
+                first_step_s: ready.elapsed().as_secs_f64(),
+            };
+            if kernel_cache::configured().is_some() {
+                self.note(&format!("start-up: {}", describe(&startup)));
+            }
+            self.startup = Some(startup);
+        }
+        self.bar.set_position(step);
+        self.bar.set_message(format!("loss {loss:.4} lr {lr:.2e} {tokens_per_s:.0} tok/s"));
+    }
+
+    fn eval(&mut self, step: u64, loss: f64) {
+        self.note(&format!("step {step}: valid loss {loss:.4} (ppl {:.2})", loss.exp()));
+    }
+
+    /// Above the bar on a terminal; a plain stderr line otherwise (before the bar starts, or
+    /// when stderr is a file, where indicatif draws nothing and would drop the line).
+    fn note(&mut self, message: &str) {
+        print_above(&self.bar, message);
+    }
+}
+
+fn print_above(bar: &ProgressBar, message: &str) {
+    if bar.is_hidden() {
+        eprintln!("{message}");
+    } else {
+        bar.println(message);
+    }
+}
+
+/// `12.3 s to the end of the first step (0.8 s loading data and building the model, 11.5 s in the first step)`.
+pub(crate) fn describe(s: &StartUp) -> String {
+    format!(
+        "{:.1} s to the end of the first step ({:.1} s loading data and building the model, {:.1} s in the first step)",
+        s.total_s(),
+        s.preparing_s,
+        s.first_step_s
+    )
+}
+
+fn cache_note(cache: &KernelCache) -> String {
+    let first_use = "kernels not cached are compiled (and matrix products autotuned) when a step first meets them";
+    match cache {
+        KernelCache::Directory { dir, files_before: 0 } => format!(
+            "GPU kernel cache {} is empty: {first_use}; on a fresh machine the first step can take minutes",
+            dir.display()
+        ),
+        KernelCache::Directory { dir, files_before } => {
+            format!("GPU kernel cache {}: {files_before} files from earlier runs; {first_use}", dir.display())
+        }
+        KernelCache::UserFile(file) => {
+            format!("GPU kernel caches as {} configures CubeCL; {first_use}", file.display())
+        }
+    }
+}
+
+/// Every `HEARTBEAT` until `stop`: the first step is still running.
+fn heartbeat(bar: &ProgressBar, stop: &AtomicBool) {
+    let started = Instant::now();
+    let mut next = HEARTBEAT;
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(200));
+        if started.elapsed() >= next && !stop.load(Ordering::Relaxed) {
+            let message =
+                format!("first step still running after {} s: compiling and tuning GPU kernels", next.as_secs());
+            print_above(bar, &message);
+            next += HEARTBEAT;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_logged_step_ends_the_start_up_and_later_steps_leave_it() {
+        let mut bar = Bar::new();
+        bar.started(1, 10);
+        assert!(bar.startup().is_none());
+        std::thread::sleep(Duration::from_millis(20));
+        bar.step(1, 2.0, 1e-3, 100.0);
+        let first = bar.startup().expect("ended by the first step");
+        assert!(first.first_step_s >= 0.02, "{first:?}");
+        std::thread::sleep(Duration::from_millis(20));
+        bar.step(2, 2.0, 1e-3, 100.0);
+        assert_eq!(bar.startup().unwrap().first_step_s, first.first_step_s);
+    }
+}
