@@ -3,7 +3,7 @@
 //! (Table 3 row E), or none.
 
 use burn::module::{Module, Param};
-use burn::tensor::{backend::Backend, Tensor, TensorData};
+use burn::tensor::{backend::Backend, FloatDType, Tensor, TensorData};
 
 use crate::config::{ModelConfig, Positions};
 use crate::init::table;
@@ -49,6 +49,8 @@ impl<B: Backend> PositionalEncoding<B> {
             Positions::Sinusoidal => {
                 let table = sinusoid_table(offset, len, d_model);
                 let p = Tensor::<B, 2>::from_data(TensorData::new(table, [len, d_model]), &x.device());
+                // In the dtype `x` is in (a half-precision step's activations are f16/bf16).
+                let p = if p.dtype() == x.dtype() { p } else { p.cast(FloatDType::from(x.dtype())) };
                 x + p.unsqueeze::<3>()
             }
             Positions::Learned => {

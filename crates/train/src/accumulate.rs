@@ -10,7 +10,8 @@ use crate::error::TrainError;
 use crate::parallel::peer::Peer;
 
 /// One optimizer step's gradients over `k` micro-batches drawn by `micro`: each objective (a
-/// mean over its positions) is divided by `k` before its backward, so the accumulated
+/// mean over its positions) is divided by `k` (and multiplied by a half-precision run's
+/// `loss_scale`, else 1) before its backward, so the accumulated
 /// gradient is the mean of the micro-batches' — that of one batch `k` times as large. Also
 /// the summed NLL (on the device), the positions counted and the tokens processed.
 ///
@@ -21,6 +22,7 @@ use crate::parallel::peer::Peer;
 pub(crate) fn accumulate<B: AutodiffBackend, M: AutodiffModule<B>>(
     model: &M,
     k: usize,
+    loss_scale: f64,
     peer: &Peer,
     mut micro: impl FnMut() -> crate::objective::Losses<B>,
 ) -> Result<Accumulated<B, M>, TrainError> {
@@ -31,6 +33,9 @@ pub(crate) fn accumulate<B: AutodiffBackend, M: AutodiffModule<B>>(
         let batch_nll = losses.nll_sum.clone().inner();
         nll = Some(nll.map_or(batch_nll.clone(), |sum| sum + batch_nll));
         let mut objective = losses.objective.div_scalar(k as f64);
+        if loss_scale != 1.0 {
+            objective = objective.mul_scalar(loss_scale);
+        }
         let (mut count, mut tokens) = (losses.count, losses.tokens);
         if peer.is_parallel() {
             let device = batch_nll_device(&nll);
@@ -83,9 +88,10 @@ mod tests {
             let logits = layer.forward(x.clone().slice([0..1, r.clone(), 0..3]));
             cross_entropy(logits, y.clone().slice([0..1, r]), None, 0.1)
         };
-        let (mut one, ..) = accumulate(&layer, 1, &Peer::sole(), || rows(0..4)).unwrap();
+        let (mut one, ..) = accumulate(&layer, 1, 1.0, &Peer::sole(), || rows(0..4)).unwrap();
         let mut halves = [0..2, 2..4].into_iter();
-        let (mut two, _, counted, _) = accumulate(&layer, 2, &Peer::sole(), || rows(halves.next().unwrap())).unwrap();
+        let (mut two, _, counted, _) =
+            accumulate(&layer, 2, 1.0, &Peer::sole(), || rows(halves.next().unwrap())).unwrap();
         assert_eq!(counted, 4.0);
         let (one, two) = (one.grads(), two.grads());
         let get = |g: &GradientsParams| g.get::<burn_ndarray::NdArray<f32>, 2>(layer.weight.id).unwrap().into_data();

@@ -33,6 +33,7 @@ use crate::finetune::{freeze, param_counts};
 use crate::metrics_log::MetricsLog;
 use crate::optimizer::Optim;
 use crate::parallel::peer::Peer;
+use crate::precision::{half_weights, LossScale};
 use crate::rng::Rng;
 use crate::run::{self, Observer, RunOptions, Summary};
 use crate::schedule::learning_rate;
@@ -66,6 +67,15 @@ pub(crate) fn fit_as<B: AutodiffBackend, T: Task<B>>(
     let log = MetricsLog::new(run.join("metrics.jsonl"));
     let report = attend_model::count(&config.model, task.vocab_size());
     let append = |event: Value| log.append(&event).map_err(io_err(log.path()));
+
+    if !crate::precision::supported::<B>(t.precision, device) {
+        return Err(TrainError::Usage(format!(
+            "train.precision = \"{0}\": the {1} backend has no {0} on this device; use \"f32\" (f16: wgpu on a \
+             device with shader-f16, or cuda; bf16: cuda)",
+            t.precision.name(),
+            B::name(device)
+        )));
+    }
 
     // 1. A fresh run, or the state of the last checkpoint.
     let mut model = {
@@ -135,6 +145,10 @@ pub(crate) fn fit_as<B: AutodiffBackend, T: Task<B>>(
     // The first step this call runs is always read back and logged: its end (the device done
     // with it) ends the start-up the runner reports (kernel compilation and tuning on a GPU).
     let first_step = state.step + 1;
+    let half = t.precision.half();
+    if half.is_some() && state.loss_scale.is_none() {
+        state.loss_scale = Some(LossScale::default());
+    }
     while finished.is_none() && state.step < t.max_steps {
         let started = Instant::now();
         let step = state.step + 1;
@@ -142,7 +156,8 @@ pub(crate) fn fit_as<B: AutodiffBackend, T: Task<B>>(
         if !peer.is_parallel() {
             B::seed(device, Rng::derive(t.seed, "dropout", step).next_u64());
         }
-        let (accumulator, nll, counted, processed) = accumulate(&model, t.grad_accum, peer, || {
+        let scale = state.loss_scale.as_ref().map_or(1.0, |s| s.scale);
+        let (accumulator, nll, counted, processed) = accumulate(&model, t.grad_accum, scale, peer, || {
             // Peers sharing the process seed and draw their dropout masks one at a time.
             let _random = peer.random_lock();
             if peer.is_parallel() {
@@ -150,7 +165,10 @@ pub(crate) fn fit_as<B: AutodiffBackend, T: Task<B>>(
                 let stream = format!("dropout/peer{}/micro{micro}", peer.index);
                 B::seed(device, Rng::derive(t.seed, &stream, step).next_u64());
             }
-            task.train_loss(&model, &mut state, device, shard)
+            match half {
+                Some(dtype) => task.train_loss(&half_weights(&model, dtype), &mut state, device, shard),
+                None => task.train_loss(&model, &mut state, device, shard),
+            }
         })?;
         state.tokens += processed as u64;
         state.epoch = task.epoch(&state);
@@ -170,8 +188,16 @@ pub(crate) fn fit_as<B: AutodiffBackend, T: Task<B>>(
             (nll, None)
         };
         let mut loss = scheduled.then(|| read(nll.clone()));
-        let lr;
-        (model, lr) = update(model, &mut optim, accumulator, loss, step, config, &ckpt_root, peer)?;
+        let (lr, applied);
+        let scaling = state.loss_scale.as_mut();
+        (model, lr, applied) = update(model, &mut optim, accumulator, loss, step, config, &ckpt_root, peer, scaling)?;
+        if !applied {
+            let scale = state.loss_scale.as_ref().map_or(1.0, |s| s.scale);
+            observer.note(&format!(
+                "step {step}: a gradient overflowed in {}; the step is skipped and the loss scale halved to {scale}",
+                t.precision.name()
+            ));
+        }
         state.step = step;
         tokens_since += processed;
         steps_since += 1;
@@ -297,15 +323,22 @@ fn update<B: AutodiffBackend, M: AutodiffModule<B>>(
     config: &RunConfig,
     ckpt_root: &Path,
     peer: &Peer,
-) -> Result<(M, f64), TrainError> {
+    loss_scale: Option<&mut LossScale>,
+) -> Result<(M, f64, bool), TrainError> {
     if let Some(loss) = loss {
         refuse_non_finite(loss, step, ckpt_root)?;
     }
     let mut grads = accumulator.grads();
     peer.mean_gradients(&model, &mut grads, step)?;
-    clip_global_norm(&model, &mut grads, config.train.clip_norm);
     let lr = learning_rate(&config.train, config.model.d_model, step);
-    Ok((optim.step(step, lr, model, grads), lr))
+    // Half precision: gradients back to the loss's scale; an overflow skips the step.
+    if let Some(scaling) = loss_scale {
+        if !scaling.unscale(&model, &mut grads) {
+            return Ok((model, lr, false));
+        }
+    }
+    clip_global_norm(&model, &mut grads, config.train.clip_norm);
+    Ok((optim.step(step, lr, model, grads), lr, true))
 }
 
 /// A non-finite training loss stops the run, naming the step and the last good checkpoint.

@@ -34,6 +34,7 @@ pub mod optimizer;
 pub mod parallel;
 pub mod pictures;
 pub mod plot;
+pub mod precision;
 pub mod rng;
 pub mod run;
 pub mod schedule;

@@ -8,7 +8,7 @@
 //! forward and one backward on the CPU backend, composed elsewhere).
 
 use burn::tensor::backend::Backend;
-use burn::tensor::{Int, Tensor};
+use burn::tensor::{DType, FloatDType, Int, Tensor};
 
 /// The objective and the plain NLL of one batch.
 pub struct Losses<B: Backend> {
@@ -37,6 +37,8 @@ pub fn cross_entropy<B: Backend>(
     smoothing: f64,
 ) -> Losses<B> {
     let [batch, len, vocab] = logits.dims();
+    // A half-precision step's logits: the loss is computed in f32 (as PyTorch's autocast does).
+    let logits = if logits.dtype() == DType::F32 { logits } else { logits.cast(FloatDType::F32) };
     let rows = batch * len;
     let both = attend_model::fused::cross_entropy(logits.reshape([rows, vocab]), targets.reshape([rows]), smoothing);
     let nll = both.clone().slice([0..rows, 0..1]).reshape([batch, len]);

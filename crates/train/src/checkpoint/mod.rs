@@ -38,6 +38,9 @@ pub struct TrainState {
     pub tokens: u64,
     /// Wall time spent training, across resumes.
     pub wall_s: f64,
+    /// Half-precision runs (`train.precision`): the dynamic loss scale.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss_scale: Option<crate::precision::LossScale>,
 }
 
 impl TrainState {
@@ -53,6 +56,7 @@ impl TrainState {
             evals_without_improvement: 0,
             tokens: 0,
             wall_s: 0.0,
+            loss_scale: None,
         }
     }
 
@@ -209,6 +213,7 @@ mod tests {
             evals_without_improvement: 0,
             tokens: 0,
             wall_s: 0.0,
+            loss_scale: None,
         }
     }
 

@@ -19,7 +19,8 @@ use toml::{Table, Value};
 
 pub use resume::default_run_dir;
 pub use sections::{
-    DataConfig, DecodeConfig, EvalConfig, Objective, OptimizerKind, Sampling, ScheduleKind, TokenizerKind, TrainConfig,
+    DataConfig, DecodeConfig, EvalConfig, Objective, OptimizerKind, Precision, Sampling, ScheduleKind, TokenizerKind,
+    TrainConfig,
 };
 
 /// The built-in defaults, also the runner's embedded default experiment.

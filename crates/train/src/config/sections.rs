@@ -87,6 +87,19 @@ pub enum Objective {
     Mlm,
 }
 
+/// The floating-point type a training step computes in (`train.precision`); the master
+/// weights and the optimizer state are f32 in every case.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    /// Everything in f32.
+    F32,
+    /// Forward and backward in f16 with dynamic loss scaling (GPU backends whose device has f16).
+    F16,
+    /// Forward and backward in bf16 with dynamic loss scaling (backends with bf16: CUDA).
+    Bf16,
+}
+
 /// How language-model batches are drawn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -153,6 +166,9 @@ pub struct TrainConfig {
     pub clip_norm: f64,
     /// Batches whose gradients are summed before one optimizer step.
     pub grad_accum: usize,
+    /// `f32`, or `f16`/`bf16`: steps computed in half precision on f32 master weights, with
+    /// dynamic loss scaling (`precision.rs`).
+    pub precision: Precision,
     /// Read the training loss back from the device and log it every this many steps (and at
     /// the first step of each run or resume, and at evaluation, checkpoint and last steps); the
     /// non-finite-loss check runs then too.

@@ -1,0 +1,196 @@
+//! `train.precision = "f16" | "bf16"`: mixed precision by hand (Burn 0.21 has no automatic
+//! mixed precision).
+//!
+//! The master weights and the optimizer state stay f32. Each micro-batch computes with a copy
+//! of the weights cast to half precision *inside* the autodiff graph ([`half_weights`]): the
+//! backward of the cast brings every gradient back to its f32 master weight, in f32. The loss
+//! (computed from logits cast back to f32) is multiplied by a loss scale before the backward, so
+//! that small gradients do not underflow in half precision, and the gradients are divided by
+//! it afterwards ([`LossScale::unscale`]). The scale is dynamic, as PyTorch's `GradScaler`:
+//! it starts at 2¹⁶; a step whose gradients hold an infinity or a NaN is skipped (the weights
+//! and moments stay as they were; the schedule goes on) and the scale halves; after 2,000
+//! steps in a row without one it doubles. Deciding needs one value read back per step (the
+//! sum of the gradients' magnitudes), as `GradScaler` reads its `found_inf`.
+
+use burn::module::{AutodiffModule, ModuleMapper, ModuleVisitor, Param};
+use burn::optim::GradientsParams;
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{DType, ElementConversion, FloatDType, Tensor};
+use serde::{Deserialize, Serialize};
+
+use crate::config::Precision;
+
+/// The loss scale a half-precision run starts with (PyTorch's `GradScaler` default).
+pub const INITIAL_SCALE: f64 = 65536.0;
+/// Steps in a row without an overflow after which the scale doubles (`GradScaler`'s
+/// `growth_interval`).
+pub const GROWTH_INTERVAL: u64 = 2000;
+
+impl Precision {
+    /// The dtype steps compute in; `None` for f32 (no cast, no scaling).
+    pub fn half(self) -> Option<FloatDType> {
+        match self {
+            Precision::F32 => None,
+            Precision::F16 => Some(FloatDType::F16),
+            Precision::Bf16 => Some(FloatDType::BF16),
+        }
+    }
+
+    /// The name in the configuration.
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::F32 => "f32",
+            Precision::F16 => "f16",
+            Precision::Bf16 => "bf16",
+        }
+    }
+}
+
+/// Whether `device` can compute in `precision` (f32 everywhere; f16/bf16 where the backend
+/// says so).
+pub fn supported<B: Backend>(precision: Precision, device: &B::Device) -> bool {
+    match precision.half() {
+        None => true,
+        Some(half) => B::supports_dtype(device, DType::from(half)),
+    }
+}
+
+/// The model with every float parameter cast to `dtype`, tracked: gradients of a loss
+/// computed with it reach the f32 parameters of `model` (Burn's autodiff casts them back).
+pub fn half_weights<B: AutodiffBackend, M: AutodiffModule<B>>(model: &M, dtype: FloatDType) -> M {
+    model.clone().map(&mut CastParams { dtype })
+}
+
+struct CastParams {
+    dtype: FloatDType,
+}
+
+impl<B: Backend> ModuleMapper<B> for CastParams {
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<B, D>>) -> Param<Tensor<B, D>> {
+        let (id, tensor, mapper) = param.consume();
+        Param::from_mapped_value(id, tensor.cast(self.dtype), mapper)
+    }
+}
+
+/// Dynamic loss scaling; saved in each checkpoint's `state.json` so that a resumed run goes
+/// on with the scale it had.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LossScale {
+    /// What the loss is multiplied by before the backward.
+    pub scale: f64,
+    /// Steps in a row without an overflow since the scale last changed.
+    pub good_steps: u64,
+    /// Steps skipped for an overflow, over the whole run.
+    pub skipped: u64,
+}
+
+impl Default for LossScale {
+    fn default() -> Self {
+        LossScale { scale: INITIAL_SCALE, good_steps: 0, skipped: 0 }
+    }
+}
+
+impl LossScale {
+    /// Divides every gradient by the scale; `false` (and the scale halved) when one of them
+    /// holds an infinity or a NaN: the caller skips the step. One value is read back.
+    pub fn unscale<B: AutodiffBackend, M: AutodiffModule<B>>(
+        &mut self,
+        model: &M,
+        grads: &mut GradientsParams,
+    ) -> bool {
+        let mut visit = Unscale::<B::InnerBackend> { grads, factor: 1.0 / self.scale, magnitude: None };
+        model.visit(&mut visit);
+        let finite = visit.magnitude.is_none_or(|m| m.into_scalar().elem::<f64>().is_finite());
+        self.after(finite);
+        finite
+    }
+
+    /// The scale's update after a step with (`finite`) or without finite gradients.
+    fn after(&mut self, finite: bool) {
+        if finite {
+            self.good_steps += 1;
+            if self.good_steps == GROWTH_INTERVAL {
+                self.scale *= 2.0;
+                self.good_steps = 0;
+            }
+        } else {
+            self.scale = (self.scale / 2.0).max(1.0);
+            self.good_steps = 0;
+            self.skipped += 1;
+        }
+    }
+}
+
+/// Scales each gradient by `factor` and sums the magnitudes (an infinity or NaN anywhere
+/// makes the sum one).
+struct Unscale<'a, B: Backend> {
+    grads: &'a mut GradientsParams,
+    factor: f64,
+    magnitude: Option<Tensor<B, 1>>,
+}
+
+impl<B: AutodiffBackend> ModuleVisitor<B> for Unscale<'_, B::InnerBackend> {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+        if let Some(g) = self.grads.remove::<B::InnerBackend, D>(param.id) {
+            let g = g.mul_scalar(self.factor);
+            let m = g.clone().abs().sum();
+            self.magnitude = Some(match self.magnitude.take() {
+                Some(total) => total + m,
+                None => m,
+            });
+            self.grads.register::<B::InnerBackend, D>(param.id, g);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::nn::{Linear, LinearConfig};
+    use burn::tensor::{Distribution, TensorData};
+
+    use super::*;
+
+    type B = burn::backend::Autodiff<burn_ndarray::NdArray<f32>>;
+
+    #[test]
+    fn an_overflow_halves_the_scale_and_a_growth_interval_of_good_steps_doubles_it() {
+        let mut s = LossScale::default();
+        s.after(false);
+        assert_eq!((s.scale, s.good_steps, s.skipped), (INITIAL_SCALE / 2.0, 0, 1));
+        for _ in 0..GROWTH_INTERVAL - 1 {
+            s.after(true);
+        }
+        assert_eq!(s.scale, INITIAL_SCALE / 2.0);
+        s.after(true);
+        assert_eq!((s.scale, s.good_steps), (INITIAL_SCALE, 0));
+        let mut tiny = LossScale { scale: 1.0, ..LossScale::default() };
+        tiny.after(false);
+        assert_eq!(tiny.scale, 1.0, "never below 1");
+    }
+
+    fn grads_of(layer: &Linear<B>, x: Tensor<B, 2>, times: f64) -> GradientsParams {
+        GradientsParams::from_grads(layer.forward(x).sum().mul_scalar(times).backward(), layer)
+    }
+
+    #[test]
+    fn unscaled_gradients_equal_those_of_the_unscaled_loss_and_an_infinity_is_caught() {
+        let device = Default::default();
+        let layer = LinearConfig::new(3, 2).init::<B>(&device);
+        let x = Tensor::<B, 2>::random([4, 3], Distribution::Default, &device);
+        let mut scaled = grads_of(&layer, x.clone(), 1024.0);
+        let plain = grads_of(&layer, x.clone(), 1.0);
+        let mut s = LossScale { scale: 1024.0, ..LossScale::default() };
+        assert!(s.unscale(&layer, &mut scaled));
+        let id = layer.weight.id;
+        let (a, b) = (
+            scaled.get::<burn_ndarray::NdArray<f32>, 2>(id).unwrap(),
+            plain.get::<burn_ndarray::NdArray<f32>, 2>(id).unwrap(),
+        );
+        a.into_data().assert_approx_eq::<f32>(&b.into_data(), burn::tensor::Tolerance::rel_abs(1e-6, 1e-6));
+
+        let inf = Tensor::<B, 2>::from_data(TensorData::new(vec![f32::INFINITY; 12], [4, 3]), &device);
+        let mut overflowed = grads_of(&layer, inf, 1.0);
+        assert!(!s.unscale(&layer, &mut overflowed));
+        assert_eq!((s.scale, s.skipped), (512.0, 1));
+    }
+}
