@@ -19,7 +19,7 @@ use burn_ndarray::{NdArray, NdArrayTensor, SharedArray};
 use rayon::prelude::*;
 
 use super::cpu::{tensor, values, GRAIN};
-use super::linear::{assume_init, uninit};
+use super::unwritten::{assume_init, uninit};
 use super::wide::wide;
 
 /// The scalars of one update.

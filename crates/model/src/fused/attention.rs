@@ -23,7 +23,8 @@ use rayon::prelude::*;
 
 use core::mem::MaybeUninit;
 
-use super::linear::{assume_init, product_into, product_to, uninit, view};
+use super::linear::{product_into, product_to, view};
+use super::unwritten::{assume_init, uninit};
 use super::wide::{lanes_dot, wide};
 use crate::mask::MASKED_SCORE;
 

@@ -12,7 +12,7 @@ use burn_ndarray::{NdArray, NdArrayTensor};
 use rayon::prelude::*;
 
 use super::exp::exp_nonpositive;
-use super::linear::{assume_init, uninit};
+use super::unwritten::{assume_init, uninit};
 use super::wide::{lanes_dot, lanes_max, lanes_sum, lanes_sum_f64, wide};
 use super::INV_SQRT_2PI;
 

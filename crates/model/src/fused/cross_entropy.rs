@@ -18,7 +18,7 @@ use burn::tensor::{Int, Tensor, TensorData, TensorPrimitive};
 use burn_ndarray::{NdArray, NdArrayTensor};
 use rayon::prelude::*;
 
-use super::linear::{assume_init, assume_init_mut, uninit};
+use super::unwritten::{assume_init, assume_init_mut, uninit};
 use super::wide::{lanes_max, lanes_sum_f64, wide};
 
 /// `[nll, smoothed]` per row, composed of Burn's tensor operations.

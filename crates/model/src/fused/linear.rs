@@ -15,6 +15,8 @@ use burn::tensor::ops::FloatTensor;
 use burn::tensor::{Tensor, TensorData, TensorPrimitive};
 use burn_ndarray::{NdArray, NdArrayTensor};
 
+use super::unwritten::{assume_init, assume_init_mut, uninit};
+
 /// How the weight is stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Weight {
@@ -100,34 +102,6 @@ fn parallelism(size: usize, threads: usize) -> gemm::Parallelism {
     } else {
         gemm::Parallelism::None
     }
-}
-
-/// `n` values not yet written.
-pub(super) fn uninit(n: usize) -> Vec<MaybeUninit<f32>> {
-    let mut values = Vec::with_capacity(n);
-    // SAFETY: `MaybeUninit` needs no initialization, and the capacity is `n`.
-    unsafe { values.set_len(n) };
-    values
-}
-
-/// `values` as the floats they now hold.
-///
-/// # Safety
-/// Every element must have been written.
-pub(super) unsafe fn assume_init(values: Vec<MaybeUninit<f32>>) -> Vec<f32> {
-    let mut values = core::mem::ManuallyDrop::new(values);
-    // SAFETY: `MaybeUninit<f32>` has `f32`'s layout; the caller vouches for the contents; the
-    // allocation moves to the new vector (the old one is never dropped).
-    unsafe { Vec::from_raw_parts(values.as_mut_ptr().cast::<f32>(), values.len(), values.capacity()) }
-}
-
-/// `values`, every one of them written, as floats.
-///
-/// # Safety
-/// Every element must have been written.
-pub(super) unsafe fn assume_init_mut(values: &mut [MaybeUninit<f32>]) -> &mut [f32] {
-    // SAFETY: `MaybeUninit<f32>` has `f32`'s layout; the caller vouches for the contents.
-    unsafe { &mut *(values as *mut [MaybeUninit<f32>] as *mut [f32]) }
 }
 
 /// `dst[m, n] = scale · lhs[m, k] · rhs[k, n]` on this thread only, for kernels that already

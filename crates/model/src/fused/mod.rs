@@ -38,6 +38,7 @@ mod ndarray;
 mod reshape;
 #[cfg(test)]
 mod tests;
+mod unwritten;
 mod wide;
 
 use core::any::Any;
