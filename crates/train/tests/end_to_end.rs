@@ -10,20 +10,12 @@ use attend_train::{tfevents, Observer, RunOptions, Summary};
 use serde_json::Value;
 
 mod common;
-use common::{serial, StopAt};
+use common::{serial, tiny_lm_sets, StopAt};
 
 type B = burn::backend::Autodiff<burn_ndarray::NdArray<f32>>;
 
 fn tiny_config(max_steps: u64) -> RunConfig {
-    let sets: Vec<String> = [
-        "data.synthetic_size=4000",
-        "data.synthetic_vocab=8",
-        "data.synthetic_order=1",
-        "model.d_model=16",
-        "model.n_heads=2",
-        "model.n_layers=1",
-        "model.d_ff=32",
-        "model.block_size=8",
+    let sets = tiny_lm_sets(&[
         "model.dropout=0.1",
         "model.activation=relu",
         "train.batch_size=4",
@@ -33,11 +25,8 @@ fn tiny_config(max_steps: u64) -> RunConfig {
         "train.eval_batches=4",
         "train.checkpoint_every=5",
         "decode.max_tokens=5",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .chain([format!("train.max_steps={max_steps}")])
-    .collect();
+        &format!("train.max_steps={max_steps}"),
+    ]);
     RunConfig::load(None, &sets).unwrap()
 }
 

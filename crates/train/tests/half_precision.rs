@@ -23,7 +23,7 @@ use burn::tensor::{DType, Distribution, FloatDType, Tensor};
 use serde_json::Value;
 
 mod common;
-use common::serial;
+use common::{serial, tiny_lm_sets};
 
 type B = burn::backend::Autodiff<burn_wgpu::Wgpu>;
 
@@ -31,15 +31,7 @@ type B = burn::backend::Autodiff<burn_wgpu::Wgpu>;
 const CURVE_DISTANCE: f64 = 2e-3;
 
 fn config(precision: &str, batch: usize) -> RunConfig {
-    let sets: Vec<String> = [
-        "data.synthetic_size=4000",
-        "data.synthetic_vocab=8",
-        "data.synthetic_order=1",
-        "model.d_model=16",
-        "model.n_heads=2",
-        "model.n_layers=1",
-        "model.d_ff=32",
-        "model.block_size=8",
+    let sets = tiny_lm_sets(&[
         "model.dropout=0.0",
         "train.lr=0.02",
         "train.warmup=2",
@@ -48,11 +40,9 @@ fn config(precision: &str, batch: usize) -> RunConfig {
         "train.eval_batches=2",
         "train.checkpoint_every=1000",
         "decode.max_tokens=3",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .chain([format!("train.precision={precision}"), format!("train.batch_size={batch}")])
-    .collect();
+        &format!("train.precision={precision}"),
+        &format!("train.batch_size={batch}"),
+    ]);
     RunConfig::load(None, &sets).unwrap()
 }
 

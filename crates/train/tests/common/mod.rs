@@ -26,3 +26,22 @@ impl Observer for StopAt<'_> {
         }
     }
 }
+
+/// A tiny language model on generated text (8 words, each following from the last): the
+/// `--set`s training tests share, before their own.
+pub fn tiny_lm_sets(own: &[&str]) -> Vec<String> {
+    [
+        "data.synthetic_size=4000",
+        "data.synthetic_vocab=8",
+        "data.synthetic_order=1",
+        "model.d_model=16",
+        "model.n_heads=2",
+        "model.n_layers=1",
+        "model.d_ff=32",
+        "model.block_size=8",
+    ]
+    .iter()
+    .chain(own)
+    .map(|s| s.to_string())
+    .collect()
+}
