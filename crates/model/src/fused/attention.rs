@@ -307,8 +307,7 @@ pub fn attention<B: Backend>(
     mask: Option<Tensor<B, 4, Bool>>,
     scale: f64,
 ) -> [Tensor<B, 4>; 2] {
-    use super::{is, same, FusedOps};
-    use burn::backend::Autodiff;
+    use super::{same, FusedOps};
     fn on<B: Backend, K: FusedOps>(
         q: Tensor<B, 4>,
         k: Tensor<B, 4>,
@@ -321,11 +320,5 @@ pub fn attention<B: Backend>(
         K::fused_attention(prim(q), prim(k), prim(v), mask, scale)
             .map(|t| same(Tensor::<K, 4>::from_primitive(TensorPrimitive::Float(t))))
     }
-    if is::<B, Autodiff<NdArray<f32>>>() {
-        on::<B, Autodiff<NdArray<f32>>>(q, k, v, mask, scale)
-    } else if is::<B, NdArray<f32>>() {
-        on::<B, NdArray<f32>>(q, k, v, mask, scale)
-    } else {
-        composed(q, k, v, mask, scale)
-    }
+    super::on_kernels!(B, K => on::<B, K>(q, k, v, mask, scale), _ => composed(q, k, v, mask, scale))
 }

@@ -144,18 +144,11 @@ fn indices(targets: IntTensor<NdArray<f32>>, vocab: usize) -> Vec<usize> {
 /// # Shapes
 /// - `logits`: `[rows, vocab]`; `targets`: `[rows]`; output: `[rows, 2]`
 pub fn cross_entropy<B: Backend>(logits: Tensor<B, 2>, targets: Tensor<B, 1, Int>, smoothing: f64) -> Tensor<B, 2> {
-    use super::{is, same, FusedOps};
-    use burn::backend::Autodiff;
+    use super::{same, FusedOps};
     fn on<B: Backend, K: FusedOps>(logits: Tensor<B, 2>, targets: Tensor<B, 1, Int>, smoothing: f64) -> Tensor<B, 2> {
         let z = same::<Tensor<B, 2>, Tensor<K, 2>>(logits).into_primitive().tensor();
         let t = same::<Tensor<B, 1, Int>, Tensor<K, 1, Int>>(targets).into_primitive();
         same(Tensor::<K, 2>::from_primitive(TensorPrimitive::Float(K::fused_cross_entropy(z, t, smoothing))))
     }
-    if is::<B, Autodiff<NdArray<f32>>>() {
-        on::<B, Autodiff<NdArray<f32>>>(logits, targets, smoothing)
-    } else if is::<B, NdArray<f32>>() {
-        on::<B, NdArray<f32>>(logits, targets, smoothing)
-    } else {
-        composed(logits, targets, smoothing)
-    }
+    super::on_kernels!(B, K => on::<B, K>(logits, targets, smoothing), _ => composed(logits, targets, smoothing))
 }

@@ -286,8 +286,7 @@ pub fn linear<B: Backend, const D: usize>(
     b: Option<Tensor<B, 1>>,
     layout: Weight,
 ) -> Tensor<B, D> {
-    use super::{is, same, FusedOps};
-    use burn::backend::Autodiff;
+    use super::{same, FusedOps};
     fn on<B: Backend, K: FusedOps, const D: usize>(
         x: Tensor<B, D>,
         w: Tensor<B, 2>,
@@ -299,16 +298,12 @@ pub fn linear<B: Backend, const D: usize>(
         let b = b.map(|b| same::<Tensor<B, 1>, Tensor<K, 1>>(b).into_primitive().tensor());
         same(Tensor::<K, D>::from_primitive(TensorPrimitive::Float(K::fused_linear(x, w, b, layout))))
     }
-    if is::<B, Autodiff<NdArray<f32>>>() {
-        on::<B, Autodiff<NdArray<f32>>, D>(x, w, b, layout)
-    } else if is::<B, NdArray<f32>>() {
-        on::<B, NdArray<f32>, D>(x, w, b, layout)
-    } else {
+    super::on_kernels!(B, K => on::<B, K, D>(x, w, b, layout), _ => {
         let dims = x.dims();
         let d_in = dims[D - 1];
         let y = composed(x.reshape([dims.iter().product::<usize>() / d_in.max(1), d_in]), w, b, layout);
         let mut out = dims;
         out[D - 1] = y.dims()[1];
         y.reshape(out)
-    }
+    })
 }

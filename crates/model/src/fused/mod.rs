@@ -31,6 +31,8 @@ mod attention;
 mod autodiff;
 mod cpu;
 mod cross_entropy;
+#[cfg(feature = "wgpu")]
+mod cube;
 mod erf;
 mod exp;
 mod linear;
@@ -242,15 +244,11 @@ pub fn layer_norm<B: Backend, const D: usize>(
         let y = F::fused_layer_norm(x, prim(gamma), beta.map(prim), epsilon);
         same::<Tensor<F, D>, Tensor<B, D>>(Tensor::from_primitive(TensorPrimitive::Float(y)))
     }
-    if is::<B, Autodiff<NdArray<f32>>>() {
-        on::<B, Autodiff<NdArray<f32>>, D>(x, gamma, beta, epsilon)
-    } else if is::<B, NdArray<f32>>() {
-        on::<B, NdArray<f32>, D>(x, gamma, beta, epsilon)
-    } else {
+    on_kernels!(B, K => on::<B, K, D>(x, gamma, beta, epsilon), _ => {
         let beta = beta.map(|b| b.into_primitive().tensor());
         let y = B::layer_norm(x.into_primitive().tensor(), gamma.into_primitive().tensor(), beta, epsilon);
         Tensor::from_primitive(TensorPrimitive::Float(y))
-    }
+    })
 }
 
 /// Exact GELU, `GELU(x) = x·Φ(x) = x·½(1 + erf(x/√2))`, fused where the backend has a kernel.
@@ -304,13 +302,7 @@ fn dispatch<O: Unary, B: Backend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, 
         let x = same::<Tensor<B, D>, Tensor<F, D>>(x).into_primitive().tensor();
         same(Tensor::<F, D>::from_primitive(TensorPrimitive::Float(O::fused::<F>(x))))
     }
-    if is::<B, Autodiff<NdArray<f32>>>() {
-        on::<O, B, Autodiff<NdArray<f32>>, D>(x)
-    } else if is::<B, NdArray<f32>>() {
-        on::<O, B, NdArray<f32>, D>(x)
-    } else {
-        O::composed(x)
-    }
+    on_kernels!(B, K => on::<O, B, K, D>(x), _ => O::composed(x))
 }
 
 /// One AdamW update of a parameter (formulas in [`adamw`]): `[θ, m, v]` after it, from the
@@ -333,6 +325,97 @@ pub fn adamw<B: Backend, const D: usize>(
         adamw::composed(param, grad, moments, step)
     }
 }
+
+/// The backends with kernels, as [`on_kernels!`] matches them.
+enum Kernels {
+    Cpu,
+    CpuAutodiff,
+    #[cfg(feature = "wgpu")]
+    Wgpu,
+    #[cfg(feature = "wgpu")]
+    WgpuAutodiff,
+    #[cfg(feature = "wgpu")]
+    WgpuUnfused,
+    #[cfg(feature = "wgpu")]
+    WgpuUnfusedAutodiff,
+    None,
+}
+
+/// burn-wgpu without burn-fusion (`--backend wgpu-unfused`).
+#[cfg(feature = "wgpu")]
+type WgpuUnfused = burn_wgpu::CubeBackend<burn_wgpu::WgpuRuntime, f32, i32, u32>;
+
+impl Kernels {
+    /// Which backend with kernels `B` is, if any.
+    fn of<B: 'static>() -> Kernels {
+        if is::<B, Autodiff<NdArray<f32>>>() {
+            Kernels::CpuAutodiff
+        } else if is::<B, NdArray<f32>>() {
+            Kernels::Cpu
+        } else {
+            Self::gpu::<B>()
+        }
+    }
+
+    #[cfg(feature = "wgpu")]
+    fn gpu<B: 'static>() -> Kernels {
+        if is::<B, Autodiff<burn_wgpu::Wgpu>>() {
+            Kernels::WgpuAutodiff
+        } else if is::<B, burn_wgpu::Wgpu>() {
+            Kernels::Wgpu
+        } else if is::<B, Autodiff<WgpuUnfused>>() {
+            Kernels::WgpuUnfusedAutodiff
+        } else if is::<B, WgpuUnfused>() {
+            Kernels::WgpuUnfused
+        } else {
+            Kernels::None
+        }
+    }
+
+    #[cfg(not(feature = "wgpu"))]
+    fn gpu<B: 'static>() -> Kernels {
+        Kernels::None
+    }
+}
+
+/// `$fused` with the type `$K` naming the backend with kernels that `$B` is, else
+/// `$composed`: `on_kernels!(B, K => on::<B, K>(x), _ => composed(x))`.
+macro_rules! on_kernels {
+    ($B:ty, $K:ident => $fused:expr, _ => $composed:expr) => {
+        match $crate::fused::Kernels::of::<$B>() {
+            $crate::fused::Kernels::CpuAutodiff => {
+                type $K = burn::backend::Autodiff<burn_ndarray::NdArray<f32>>;
+                $fused
+            }
+            $crate::fused::Kernels::Cpu => {
+                type $K = burn_ndarray::NdArray<f32>;
+                $fused
+            }
+            #[cfg(feature = "wgpu")]
+            $crate::fused::Kernels::WgpuAutodiff => {
+                type $K = burn::backend::Autodiff<burn_wgpu::Wgpu>;
+                $fused
+            }
+            #[cfg(feature = "wgpu")]
+            $crate::fused::Kernels::Wgpu => {
+                type $K = burn_wgpu::Wgpu;
+                $fused
+            }
+            #[cfg(feature = "wgpu")]
+            $crate::fused::Kernels::WgpuUnfusedAutodiff => {
+                type $K = burn::backend::Autodiff<$crate::fused::WgpuUnfused>;
+                $fused
+            }
+            #[cfg(feature = "wgpu")]
+            $crate::fused::Kernels::WgpuUnfused => {
+                type $K = $crate::fused::WgpuUnfused;
+                $fused
+            }
+            $crate::fused::Kernels::None => $composed,
+        }
+    };
+}
+pub(crate) use on_kernels;
 
 /// Whether `A` and `T` are the same type.
 fn is<A: 'static, T: 'static>() -> bool {

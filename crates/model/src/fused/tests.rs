@@ -17,7 +17,7 @@ type Grad = Autodiff<Cpu>;
 impl FusedOps for NdArray<f32, i32> {}
 
 /// `n` pseudo-random values in `[-scale, scale)` from `seed` (also the AdamW kernel's test).
-pub(super) fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
+pub(in crate::fused) fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
     let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..n)
         .map(|_| {
@@ -29,19 +29,19 @@ pub(super) fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
         .collect()
 }
 
-fn close(a: &[f32], b: &[f32], tol: f32, what: &str) {
+pub(in crate::fused) fn close(a: &[f32], b: &[f32], tol: f32, what: &str) {
     assert_eq!(a.len(), b.len());
     for (i, (x, y)) in a.iter().zip(b).enumerate() {
         assert!(x.is_finite() && (x - y).abs() <= tol * (1.0 + y.abs()), "{what}[{i}]: {x} vs {y}");
     }
 }
 
-fn data<B: Backend, const D: usize>(t: Tensor<B, D>) -> Vec<f32> {
+pub(in crate::fused) fn data<B: Backend, const D: usize>(t: Tensor<B, D>) -> Vec<f32> {
     t.into_data().convert::<f32>().to_vec::<f32>().unwrap()
 }
 
 /// Output and input gradient of `f` on `x` (weighted by `w` so every output counts differently).
-fn value_and_grad<B: burn::tensor::backend::AutodiffBackend>(
+pub(in crate::fused) fn value_and_grad<B: burn::tensor::backend::AutodiffBackend>(
     x: &[f32],
     w: &[f32],
     shape: [usize; 4],
@@ -145,7 +145,7 @@ fn layer_norm_inputs(n: usize, d: usize) -> [Vec<f32>; 4] {
 
 /// Output and the gradients of `x`, `γ` and `β` (if `bias`) of a LayerNorm `f(x, γ, β)` on `B`,
 /// on [`layer_norm_inputs`].
-fn layer_norm_grads<B: burn::tensor::backend::AutodiffBackend>(
+pub(in crate::fused) fn layer_norm_grads<B: burn::tensor::backend::AutodiffBackend>(
     shape: [usize; 3],
     bias: bool,
     f: impl Fn(Tensor<B, 3>, Tensor<B, 1>, Option<Tensor<B, 1>>) -> Tensor<B, 3>,
@@ -168,7 +168,11 @@ fn layer_norm_grads<B: burn::tensor::backend::AutodiffBackend>(
 }
 
 /// Burn's own `layer_norm` (composed of tracked operations under autodiff).
-fn burns_layer_norm<B: Backend>(x: Tensor<B, 3>, gamma: Tensor<B, 1>, beta: Option<Tensor<B, 1>>) -> Tensor<B, 3> {
+pub(in crate::fused) fn burns_layer_norm<B: Backend>(
+    x: Tensor<B, 3>,
+    gamma: Tensor<B, 1>,
+    beta: Option<Tensor<B, 1>>,
+) -> Tensor<B, 3> {
     let beta = beta.map(|b| b.into_primitive().tensor());
     let y = B::layer_norm(x.into_primitive().tensor(), gamma.into_primitive().tensor(), beta, 1e-5);
     Tensor::from_primitive(TensorPrimitive::Float(y))
@@ -235,7 +239,7 @@ fn composed_layer_norm_backward_matches_burns_on_a_backend_without_kernels() {
 
 /// `[nll, smoothed]` and the logits' gradient of a cross-entropy `f(z, t)` on `B`, the two
 /// output columns weighted differently so both gradient paths count.
-fn cross_entropy_grads<B: burn::tensor::backend::AutodiffBackend>(
+pub(in crate::fused) fn cross_entropy_grads<B: burn::tensor::backend::AutodiffBackend>(
     rows: usize,
     vocab: usize,
     f: impl Fn(Tensor<B, 2>, Tensor<B, 1, burn::tensor::Int>) -> Tensor<B, 2>,
@@ -357,7 +361,7 @@ fn composed_linear_backward_matches_autodiff_of_the_composed_form() {
 
 /// Context, weights and the gradients of `Q`, `K`, `V` of an attention `f` on `B`; the mask
 /// is causal over `[1, 1, queries, keys]` plus two padded keys of the second batch entry.
-fn attention_grads<B: burn::tensor::backend::AutodiffBackend>(
+pub(in crate::fused) fn attention_grads<B: burn::tensor::backend::AutodiffBackend>(
     [batch, heads, queries, keys, d]: [usize; 5],
     f: impl Fn(Tensor<B, 4>, Tensor<B, 4>, Tensor<B, 4>, Tensor<B, 4, burn::tensor::Bool>) -> [Tensor<B, 4>; 2],
 ) -> Vec<Vec<f32>> {

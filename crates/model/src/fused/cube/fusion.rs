@@ -1,0 +1,262 @@
+//! The fused operations under burn-fusion (`Fusion<B>`, what `burn_wgpu::Wgpu` and
+//! `burn_cuda::Cuda` are): each is registered with the fusion stream as one custom operation
+//! (`OperationIr::Custom`) that, when the stream runs it, calls `B`'s kernel on the tensors'
+//! handles. A custom operation ends the element-wise block being fused before it and starts a
+//! new one after it (burn-cubecl-fusion fuses no custom operation), so Burn still fuses the
+//! element-wise work around our kernels.
+
+use core::fmt;
+
+use burn::tensor::ops::{BoolTensor, FloatTensor, IntTensor};
+use burn::tensor::{DType, Shape, TensorMetadata};
+use burn_fusion::stream::{Operation, OperationStreams};
+use burn_fusion::{Fusion, FusionBackend, FusionTensor};
+use burn_ir::{CustomOpIr, HandleContainer, OperationIr, OperationOutput, TensorIr};
+
+use crate::fused::FusedOps;
+
+/// An input of a custom operation, fetched from the stream's handles.
+enum Arg<B: FusionBackend> {
+    Float(FloatTensor<B>),
+    Int(IntTensor<B>),
+    Bool(BoolTensor<B>),
+}
+
+impl<B: FusionBackend> Arg<B> {
+    fn float(self) -> FloatTensor<B> {
+        match self {
+            Arg::Float(t) => t,
+            _ => unreachable!("inputs are fetched in the kinds they were registered with"),
+        }
+    }
+    fn int(self) -> IntTensor<B> {
+        match self {
+            Arg::Int(t) => t,
+            _ => unreachable!("inputs are fetched in the kinds they were registered with"),
+        }
+    }
+    fn bool(self) -> BoolTensor<B> {
+        match self {
+            Arg::Bool(t) => t,
+            _ => unreachable!("inputs are fetched in the kinds they were registered with"),
+        }
+    }
+}
+
+/// What kind of tensor an input is.
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Float,
+    Int,
+    Bool,
+}
+
+type Run<B> = Box<dyn Fn(Vec<Arg<B>>) -> Vec<FloatTensor<B>> + Send + Sync>;
+
+/// A fused operation as a custom operation of the fusion stream.
+struct Custom<B: FusionBackend> {
+    desc: CustomOpIr,
+    kinds: Vec<Kind>,
+    run: Run<B>,
+}
+
+impl<B: FusionBackend> fmt::Debug for Custom<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Custom").field("id", &self.desc.id).field("kinds", &self.kinds).finish()
+    }
+}
+
+impl<B: FusionBackend> Operation<B::FusionRuntime> for Custom<B> {
+    fn execute(&self, handles: &mut HandleContainer<B::Handle>) {
+        let args = self
+            .desc
+            .inputs
+            .iter()
+            .zip(&self.kinds)
+            .map(|(ir, kind)| match kind {
+                Kind::Float => Arg::Float(handles.get_float_tensor::<B>(ir)),
+                Kind::Int => Arg::Int(handles.get_int_tensor::<B>(ir)),
+                Kind::Bool => Arg::Bool(handles.get_bool_tensor::<B>(ir)),
+            })
+            .collect();
+        let outputs = (self.run)(args);
+        for (ir, tensor) in self.desc.outputs.iter().zip(outputs) {
+            handles.register_float_tensor::<B>(&ir.id, tensor);
+        }
+    }
+}
+
+/// Registers `run` on `inputs` as the custom operation `id`, with outputs of the given shapes
+/// and types; returns the outputs.
+fn register<B: FusionBackend, const N: usize>(
+    id: &'static str,
+    inputs: Vec<(FusionTensor<B::FusionRuntime>, Kind)>,
+    outputs: [(Shape, DType); N],
+    run: impl Fn(Vec<Arg<B>>) -> [FloatTensor<B>; N] + Send + Sync + 'static,
+) -> [FusionTensor<B::FusionRuntime>; N] {
+    let client = inputs[0].0.client.clone();
+    let mut streams = OperationStreams::default();
+    for (tensor, _) in &inputs {
+        streams.tensor(tensor);
+    }
+    let outputs = outputs.map(|(shape, dtype)| TensorIr::uninit(client.create_empty_handle(), shape, dtype));
+    let kinds = inputs.iter().map(|(_, kind)| *kind).collect();
+    let inputs: Vec<TensorIr> = inputs.into_iter().map(|(tensor, _)| tensor.into_ir()).collect();
+    let desc = CustomOpIr::new(id, &inputs, &outputs);
+    let op = Custom::<B> { desc: desc.clone(), kinds, run: Box::new(move |args| Vec::from(run(args))) };
+    client.register(streams, OperationIr::Custom(desc), op).outputs()
+}
+
+/// The shape and float type of `t`.
+fn like<R: burn_fusion::FusionRuntime>(t: &FusionTensor<R>) -> (Shape, DType) {
+    (t.shape(), t.dtype)
+}
+
+/// Takes the next input off `args`.
+fn next<B: FusionBackend>(args: &mut std::vec::IntoIter<Arg<B>>) -> Arg<B> {
+    args.next().expect("as many inputs as registered")
+}
+
+impl<B: FusionBackend + FusedOps> FusedOps for Fusion<B> {
+    fn fused_gelu(x: FloatTensor<Self>) -> FloatTensor<Self> {
+        let out = like(&x);
+        let [y] = register::<B, 1>("attend::gelu", vec![(x, Kind::Float)], [out], |args| {
+            let mut args = args.into_iter();
+            [B::fused_gelu(next(&mut args).float())]
+        });
+        y
+    }
+
+    fn fused_gelu_backward(x: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
+        let out = like(&x);
+        let [dx] =
+            register::<B, 1>("attend::gelu_backward", vec![(x, Kind::Float), (grad, Kind::Float)], [out], |args| {
+                let mut args = args.into_iter();
+                let (x, grad) = (next(&mut args).float(), next(&mut args).float());
+                [B::fused_gelu_backward(x, grad)]
+            });
+        dx
+    }
+
+    fn fused_softmax_last(x: FloatTensor<Self>) -> FloatTensor<Self> {
+        let out = like(&x);
+        let [y] = register::<B, 1>("attend::softmax_last", vec![(x, Kind::Float)], [out], |args| {
+            let mut args = args.into_iter();
+            [B::fused_softmax_last(next(&mut args).float())]
+        });
+        y
+    }
+
+    fn fused_softmax_last_backward(y: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
+        let out = like(&y);
+        let inputs = vec![(y, Kind::Float), (grad, Kind::Float)];
+        let [dx] = register::<B, 1>("attend::softmax_last_backward", inputs, [out], |args| {
+            let mut args = args.into_iter();
+            let (y, grad) = (next(&mut args).float(), next(&mut args).float());
+            [B::fused_softmax_last_backward(y, grad)]
+        });
+        dx
+    }
+
+    fn fused_layer_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: Option<FloatTensor<Self>>,
+        epsilon: f64,
+    ) -> FloatTensor<Self> {
+        let out = like(&x);
+        let has_beta = beta.is_some();
+        let mut inputs = vec![(x, Kind::Float), (gamma, Kind::Float)];
+        inputs.extend(beta.map(|b| (b, Kind::Float)));
+        let [y] = register::<B, 1>("attend::layer_norm", inputs, [out], move |args| {
+            let mut args = args.into_iter();
+            let (x, gamma) = (next(&mut args).float(), next(&mut args).float());
+            let beta = has_beta.then(|| next(&mut args).float());
+            [B::fused_layer_norm(x, gamma, beta, epsilon)]
+        });
+        y
+    }
+
+    fn fused_layer_norm_backward(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        epsilon: f64,
+    ) -> [FloatTensor<Self>; 3] {
+        let outputs = [like(&x), like(&gamma), like(&gamma)];
+        let inputs = vec![(x, Kind::Float), (gamma, Kind::Float), (grad, Kind::Float)];
+        register::<B, 3>("attend::layer_norm_backward", inputs, outputs, move |args| {
+            let mut args = args.into_iter();
+            let (x, gamma, grad) = (next(&mut args).float(), next(&mut args).float(), next(&mut args).float());
+            B::fused_layer_norm_backward(x, gamma, grad, epsilon)
+        })
+    }
+
+    fn fused_attention(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        mask: Option<BoolTensor<Self>>,
+        scale: f64,
+    ) -> [FloatTensor<Self>; 2] {
+        let [batch, heads, queries, _] = q.shape().dims::<4>();
+        let (keys, d_v) = (k.shape()[2], v.shape()[3]);
+        let outputs =
+            [(Shape::new([batch, heads, queries, d_v]), q.dtype), (Shape::new([batch, heads, queries, keys]), q.dtype)];
+        let has_mask = mask.is_some();
+        let mut inputs = vec![(q, Kind::Float), (k, Kind::Float), (v, Kind::Float)];
+        inputs.extend(mask.map(|m| (m, Kind::Bool)));
+        register::<B, 2>("attend::attention", inputs, outputs, move |args| {
+            let mut args = args.into_iter();
+            let (q, k, v) = (next(&mut args).float(), next(&mut args).float(), next(&mut args).float());
+            let mask = has_mask.then(|| next(&mut args).bool());
+            B::fused_attention(q, k, v, mask, scale)
+        })
+    }
+
+    fn fused_attention_backward(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        weights: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        scale: f64,
+    ) -> [FloatTensor<Self>; 3] {
+        let outputs = [like(&q), like(&k), like(&v)];
+        let inputs =
+            vec![(q, Kind::Float), (k, Kind::Float), (v, Kind::Float), (weights, Kind::Float), (grad, Kind::Float)];
+        register::<B, 3>("attend::attention_backward", inputs, outputs, move |args| {
+            let mut args = args.into_iter().map(Arg::float);
+            let mut take = || args.next().expect("five inputs");
+            let (q, k, v, weights, grad) = (take(), take(), take(), take(), take());
+            B::fused_attention_backward(q, k, v, weights, grad, scale)
+        })
+    }
+
+    fn fused_cross_entropy(logits: FloatTensor<Self>, targets: IntTensor<Self>, smoothing: f64) -> FloatTensor<Self> {
+        let out = (Shape::new([logits.shape()[0], 2]), logits.dtype);
+        let inputs = vec![(logits, Kind::Float), (targets, Kind::Int)];
+        let [nll] = register::<B, 1>("attend::cross_entropy", inputs, [out], move |args| {
+            let mut args = args.into_iter();
+            let (z, t) = (next(&mut args).float(), next(&mut args).int());
+            [B::fused_cross_entropy(z, t, smoothing)]
+        });
+        nll
+    }
+
+    fn fused_cross_entropy_backward(
+        logits: FloatTensor<Self>,
+        targets: IntTensor<Self>,
+        grad: FloatTensor<Self>,
+        smoothing: f64,
+    ) -> FloatTensor<Self> {
+        let out = like(&logits);
+        let inputs = vec![(logits, Kind::Float), (targets, Kind::Int), (grad, Kind::Float)];
+        let [dz] = register::<B, 1>("attend::cross_entropy_backward", inputs, [out], move |args| {
+            let mut args = args.into_iter();
+            let (z, t, grad) = (next(&mut args).float(), next(&mut args).int(), next(&mut args).float());
+            [B::fused_cross_entropy_backward(z, t, grad, smoothing)]
+        });
+        dz
+    }
+}

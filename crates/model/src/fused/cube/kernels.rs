@@ -1,0 +1,377 @@
+//! The CubeCL kernels of the fused operations (compiled for the GPU at first use).
+//!
+//! Row kernels ([`layer_norm_forward`], [`softmax_forward`], [`cross_entropy_forward`] and
+//! their backwards) give each row of a `[rows, d]` matrix to one cube: its units stride over
+//! the row's columns, and their partial sums meet in shared memory ([`cube_sum`],
+//! [`cube_max`]). Every sum is kept in `f32`, whatever the tensors' float type (`f16` runs
+//! read and write half precision but reduce in single). Element-wise kernels ([`gelu_forward`],
+//! [`gelu_backward`]) give each element to one unit. The formulas are those of the CPU
+//! kernels and of the composed reference (`fused/mod.rs`, `cross_entropy.rs`).
+
+use cubecl::prelude::*;
+
+/// The sum over the cube's units of `value` (one per unit), returned to every unit. `shared`
+/// holds one `f32` per unit; the cube's size is a power of two.
+#[cube]
+fn cube_sum(value: f32, shared: &mut SharedMemory<f32>) -> f32 {
+    let unit = UNIT_POS_X as usize;
+    shared[unit] = value;
+    sync_cube();
+    let mut half = CUBE_DIM_X as usize / 2;
+    while half > 0 {
+        if unit < half {
+            shared[unit] = shared[unit] + shared[unit + half];
+        }
+        sync_cube();
+        half /= 2;
+    }
+    let total = shared[0];
+    sync_cube();
+    total
+}
+
+/// The maximum over the cube's units of `value`, as [`cube_sum`].
+#[cube]
+fn cube_max(value: f32, shared: &mut SharedMemory<f32>) -> f32 {
+    let unit = UNIT_POS_X as usize;
+    shared[unit] = value;
+    sync_cube();
+    let mut half = CUBE_DIM_X as usize / 2;
+    while half > 0 {
+        if unit < half {
+            shared[unit] = f32::max(shared[unit], shared[unit + half]);
+        }
+        sync_cube();
+        half /= 2;
+    }
+    let total = shared[0];
+    sync_cube();
+    total
+}
+
+/// The mean and `1/√(σ² + ε)` of row `base..base + d` of `x` (two passes: the mean, then the
+/// centred squares).
+#[cube]
+fn row_moments<F: Float>(
+    x: &Tensor<F>,
+    base: usize,
+    d: usize,
+    epsilon: f32,
+    shared: &mut SharedMemory<f32>,
+    #[comptime] units: usize,
+) -> (f32, f32) {
+    let mut sum = 0.0f32;
+    let mut c = UNIT_POS_X as usize;
+    while c < d {
+        sum += f32::cast_from(x[base + c]);
+        c += units;
+    }
+    let mean = cube_sum(sum, shared) / f32::cast_from(d as u32);
+    let mut squares = 0.0f32;
+    c = UNIT_POS_X as usize;
+    while c < d {
+        let centred = f32::cast_from(x[base + c]) - mean;
+        squares += centred * centred;
+        c += units;
+    }
+    let variance = cube_sum(squares, shared) / f32::cast_from(d as u32);
+    (mean, 1.0f32 / f32::sqrt(variance + epsilon))
+}
+
+/// LayerNorm over each row: `out = (x − μ)·r·γ + β` with `r = 1/√(σ² + ε)`.
+#[cube(launch)]
+pub fn layer_norm_forward<F: Float>(
+    x: &Tensor<F>,
+    gamma: &Tensor<F>,
+    beta: &Tensor<F>,
+    out: &mut Tensor<F>,
+    epsilon: f32,
+    #[comptime] has_beta: bool,
+    #[comptime] units: usize,
+    #[define(F)] _dtype: StorageType,
+) {
+    let row = CUBE_POS;
+    if row >= x.shape(0) {
+        terminate!();
+    }
+    let d = x.shape(1);
+    let base = row * x.stride(0);
+    let mut shared = SharedMemory::<f32>::new(units);
+    let (mean, rstd) = row_moments::<F>(x, base, d, epsilon, &mut shared, units);
+    let mut c = UNIT_POS_X as usize;
+    while c < d {
+        let mut y = (f32::cast_from(x[base + c]) - mean) * rstd * f32::cast_from(gamma[c]);
+        if comptime![has_beta] {
+            y += f32::cast_from(beta[c]);
+        }
+        out[row * out.stride(0) + c] = F::cast_from(y);
+        c += units;
+    }
+}
+
+/// LayerNorm's backward over each row, from the input (moments recomputed): with
+/// `x̂ = (x − μ)·r` and `g = grad ⊙ γ`, `dx = r·(g − mean(g) − x̂·mean(g ⊙ x̂))`; also writes
+/// `grad ⊙ x̂`, whose column sums are `dγ`.
+#[cube(launch)]
+pub fn layer_norm_backward<F: Float>(
+    x: &Tensor<F>,
+    gamma: &Tensor<F>,
+    grad: &Tensor<F>,
+    dx: &mut Tensor<F>,
+    grad_normalized: &mut Tensor<F>,
+    epsilon: f32,
+    #[comptime] units: usize,
+    #[define(F)] _dtype: StorageType,
+) {
+    let row = CUBE_POS;
+    if row >= x.shape(0) {
+        terminate!();
+    }
+    let d = x.shape(1);
+    let (base, gbase, obase) = (row * x.stride(0), row * grad.stride(0), row * dx.stride(0));
+    let mut shared = SharedMemory::<f32>::new(units);
+    let (mean, rstd) = row_moments::<F>(x, base, d, epsilon, &mut shared, units);
+    let mut sum_g = 0.0f32;
+    let mut sum_gx = 0.0f32;
+    let mut c = UNIT_POS_X as usize;
+    while c < d {
+        let normalized = (f32::cast_from(x[base + c]) - mean) * rstd;
+        let g = f32::cast_from(grad[gbase + c]) * f32::cast_from(gamma[c]);
+        sum_g += g;
+        sum_gx += g * normalized;
+        c += units;
+    }
+    let mean_g = cube_sum(sum_g, &mut shared) / f32::cast_from(d as u32);
+    let mean_gx = cube_sum(sum_gx, &mut shared) / f32::cast_from(d as u32);
+    c = UNIT_POS_X as usize;
+    while c < d {
+        let normalized = (f32::cast_from(x[base + c]) - mean) * rstd;
+        let upstream = f32::cast_from(grad[gbase + c]);
+        let g = upstream * f32::cast_from(gamma[c]);
+        dx[obase + c] = F::cast_from(rstd * (g - mean_g - normalized * mean_gx));
+        grad_normalized[obase + c] = F::cast_from(upstream * normalized);
+        c += units;
+    }
+}
+
+/// Softmax over each row of `x`; where `has_mask`, the entries whose `mask` (viewed as
+/// `[batch, heads, queries, keys]` through its strides, rows being `(batch, head, query)`) is
+/// set count as `masked_score` first (attention's masked softmax).
+#[cube(launch)]
+pub fn softmax_forward<F: Float, M: Numeric>(
+    x: &Tensor<F>,
+    mask: &Tensor<M>,
+    out: &mut Tensor<F>,
+    masked_score: f32,
+    #[comptime] has_mask: bool,
+    #[comptime] units: usize,
+    #[define(F, M)] _dtypes: [StorageType; 2],
+) {
+    let row = CUBE_POS;
+    if row >= x.shape(0) {
+        terminate!();
+    }
+    let d = x.shape(1);
+    let (base, obase) = (row * x.stride(0), row * out.stride(0));
+    let mut mask_base = 0;
+    if comptime![has_mask] {
+        let queries = mask.shape(2);
+        let heads = mask.shape(1);
+        let (query, head, batch) = (row % queries, (row / queries) % heads, row / (queries * heads));
+        mask_base = batch * mask.stride(0) + head * mask.stride(1) + query * mask.stride(2);
+    }
+    let mut shared = SharedMemory::<f32>::new(units);
+    let mut top = f32::new(-3.0e38);
+    let mut c = UNIT_POS_X as usize;
+    while c < d {
+        let mut s = f32::cast_from(x[base + c]);
+        if comptime![has_mask] {
+            if u32::cast_from(mask[mask_base + c * mask.stride(3)]) != 0 {
+                s = masked_score;
+            }
+        }
+        top = f32::max(top, s);
+        c += units;
+    }
+    let top = cube_max(top, &mut shared);
+    let mut sum = 0.0f32;
+    c = UNIT_POS_X as usize;
+    while c < d {
+        let mut s = f32::cast_from(x[base + c]);
+        if comptime![has_mask] {
+            if u32::cast_from(mask[mask_base + c * mask.stride(3)]) != 0 {
+                s = masked_score;
+            }
+        }
+        sum += f32::exp(s - top);
+        c += units;
+    }
+    let inverse = 1.0f32 / cube_sum(sum, &mut shared);
+    c = UNIT_POS_X as usize;
+    while c < d {
+        let mut s = f32::cast_from(x[base + c]);
+        if comptime![has_mask] {
+            if u32::cast_from(mask[mask_base + c * mask.stride(3)]) != 0 {
+                s = masked_score;
+            }
+        }
+        out[obase + c] = F::cast_from(f32::exp(s - top) * inverse);
+        c += units;
+    }
+}
+
+/// The softmax's backward over each row, from its output `y`: `y ⊙ (grad − Σ grad ⊙ y)`.
+#[cube(launch)]
+pub fn softmax_backward<F: Float>(
+    y: &Tensor<F>,
+    grad: &Tensor<F>,
+    dx: &mut Tensor<F>,
+    #[comptime] units: usize,
+    #[define(F)] _dtype: StorageType,
+) {
+    let row = CUBE_POS;
+    if row >= y.shape(0) {
+        terminate!();
+    }
+    let d = y.shape(1);
+    let (base, gbase, obase) = (row * y.stride(0), row * grad.stride(0), row * dx.stride(0));
+    let mut shared = SharedMemory::<f32>::new(units);
+    let mut dot = 0.0f32;
+    let mut c = UNIT_POS_X as usize;
+    while c < d {
+        dot += f32::cast_from(y[base + c]) * f32::cast_from(grad[gbase + c]);
+        c += units;
+    }
+    let dot = cube_sum(dot, &mut shared);
+    c = UNIT_POS_X as usize;
+    while c < d {
+        let p = f32::cast_from(y[base + c]);
+        dx[obase + c] = F::cast_from(p * (f32::cast_from(grad[gbase + c]) - dot));
+        c += units;
+    }
+}
+
+/// `log Σ_v e^{z_v}` of row `base..base + vocab` of `z` (the row's maximum first).
+#[cube]
+fn log_sum_exp<F: Float>(
+    z: &Tensor<F>,
+    base: usize,
+    vocab: usize,
+    shared: &mut SharedMemory<f32>,
+    #[comptime] units: usize,
+) -> f32 {
+    let mut top = f32::new(-3.0e38);
+    let mut c = UNIT_POS_X as usize;
+    while c < vocab {
+        top = f32::max(top, f32::cast_from(z[base + c]));
+        c += units;
+    }
+    let top = cube_max(top, shared);
+    let mut sum = 0.0f32;
+    c = UNIT_POS_X as usize;
+    while c < vocab {
+        sum += f32::exp(f32::cast_from(z[base + c]) - top);
+        c += units;
+    }
+    top + f32::ln(cube_sum(sum, shared))
+}
+
+/// Softmax + cross-entropy per row of logits `z` against `targets`: `out[row] = [nll,
+/// smoothed]` with `nll = lse − z_t` and `smoothed = (1 − s)·nll + s·(lse − mean z)`.
+#[cube(launch)]
+pub fn cross_entropy_forward<F: Float, I: Numeric>(
+    z: &Tensor<F>,
+    targets: &Tensor<I>,
+    out: &mut Tensor<F>,
+    smoothing: f32,
+    #[comptime] units: usize,
+    #[define(F, I)] _dtypes: [StorageType; 2],
+) {
+    let row = CUBE_POS;
+    if row >= z.shape(0) {
+        terminate!();
+    }
+    let vocab = z.shape(1);
+    let base = row * z.stride(0);
+    let mut shared = SharedMemory::<f32>::new(units);
+    let lse = log_sum_exp::<F>(z, base, vocab, &mut shared, units);
+    let mut sum = 0.0f32;
+    let mut c = UNIT_POS_X as usize;
+    while c < vocab {
+        sum += f32::cast_from(z[base + c]);
+        c += units;
+    }
+    let mean = cube_sum(sum, &mut shared) / f32::cast_from(vocab as u32);
+    if UNIT_POS_X == 0 {
+        let target = u32::cast_from(targets[row * targets.stride(0)]) as usize;
+        let nll = lse - f32::cast_from(z[base + target]);
+        out[row * out.stride(0)] = F::cast_from(nll);
+        out[row * out.stride(0) + out.stride(1)] = F::cast_from((1.0f32 - smoothing) * nll + smoothing * (lse - mean));
+    }
+}
+
+/// The cross-entropy's gradient with respect to the logits, from the output's gradient
+/// `(g₀, g₁)` per row and `p = softmax(z)`:
+/// `dz = (g₀ + g₁)·p − g₁·s/V − (g₀ + (1 − s)·g₁)·onehot(t)`.
+#[cube(launch)]
+pub fn cross_entropy_backward<F: Float, I: Numeric>(
+    z: &Tensor<F>,
+    targets: &Tensor<I>,
+    grad: &Tensor<F>,
+    dz: &mut Tensor<F>,
+    smoothing: f32,
+    #[comptime] units: usize,
+    #[define(F, I)] _dtypes: [StorageType; 2],
+) {
+    let row = CUBE_POS;
+    if row >= z.shape(0) {
+        terminate!();
+    }
+    let vocab = z.shape(1);
+    let (base, obase) = (row * z.stride(0), row * dz.stride(0));
+    let mut shared = SharedMemory::<f32>::new(units);
+    let lse = log_sum_exp::<F>(z, base, vocab, &mut shared, units);
+    let target = u32::cast_from(targets[row * targets.stride(0)]) as usize;
+    let g0 = f32::cast_from(grad[row * grad.stride(0)]);
+    let g1 = f32::cast_from(grad[row * grad.stride(0) + grad.stride(1)]);
+    let uniform = g1 * smoothing / f32::cast_from(vocab as u32);
+    let mut c = UNIT_POS_X as usize;
+    while c < vocab {
+        let p = f32::exp(f32::cast_from(z[base + c]) - lse);
+        let mut d = (g0 + g1) * p - uniform;
+        if c == target {
+            d -= g0 + (1.0f32 - smoothing) * g1;
+        }
+        dz[obase + c] = F::cast_from(d);
+        c += units;
+    }
+}
+
+/// `Φ(x) = ½(1 + erf(x/√2))`.
+#[cube]
+fn normal_cdf(x: f32) -> f32 {
+    0.5f32 * (1.0f32 + Erf::erf(x * f32::new(core::f32::consts::FRAC_1_SQRT_2)))
+}
+
+/// Exact GELU, element-wise: `x·Φ(x)`.
+#[cube(launch)]
+pub fn gelu_forward<F: Float>(x: &Tensor<F>, out: &mut Tensor<F>, #[define(F)] _dtype: StorageType) {
+    let i = ABSOLUTE_POS;
+    if i >= x.len() {
+        terminate!();
+    }
+    let v = f32::cast_from(x[i]);
+    out[i] = F::cast_from(v * normal_cdf(v));
+}
+
+/// GELU's backward, element-wise: `grad·(Φ(x) + x·φ(x))`.
+#[cube(launch)]
+pub fn gelu_backward<F: Float>(x: &Tensor<F>, grad: &Tensor<F>, dx: &mut Tensor<F>, #[define(F)] _dtype: StorageType) {
+    let i = ABSOLUTE_POS;
+    if i >= x.len() {
+        terminate!();
+    }
+    let v = f32::cast_from(x[i]);
+    let density = f32::exp(-0.5f32 * v * v) * f32::new(0.398_942_3);
+    dx[i] = F::cast_from(f32::cast_from(grad[i]) * (normal_cdf(v) + v * density));
+}

@@ -1,0 +1,318 @@
+//! The fused operations on CubeCL's backends (`CubeBackend<R, ..>`: burn-wgpu and burn-cuda
+//! without burn-fusion), as CubeCL kernels ([`kernels`]), and under burn-fusion
+//! ([`fusion`]): each operation is registered with the fusion stream as a custom operation
+//! that runs the same kernel.
+//!
+//! | operation | kernels (forward; backward) |
+//! | --- | --- |
+//! | GELU | one element-wise pass; one |
+//! | softmax over the last axis | one row pass; one |
+//! | LayerNorm | one row pass; one row pass, then the column sums of `dγ`, `dβ` (Burn's reduction) |
+//! | attention | `sQ·Kᵀ` and `P·V` in Burn's matrix product, the mask and softmax in one row pass; the softmax's backward in one row pass between the products |
+//! | softmax + cross-entropy | one row pass over the logits; one (no `[rows, V]` log-probabilities kept) |
+//!
+//! Linear maps stay composed: they are one matrix product each, which Burn's own kernel does.
+
+pub mod fusion;
+mod kernels;
+#[cfg(test)]
+mod tests;
+
+use burn::tensor::ops::{BoolTensor, FloatTensor, IntTensor};
+use burn::tensor::{Shape, TensorMetadata};
+use burn_cubecl::kernel::into_contiguous;
+use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
+use burn_cubecl::tensor::CubeTensor;
+use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
+use cubecl::prelude::*;
+
+use super::FusedOps;
+use crate::mask::MASKED_SCORE;
+
+/// Units per cube of the row kernels: a power of two (the shared-memory reductions halve it).
+const ROW_UNITS: usize = 128;
+
+/// Units per cube of the element-wise kernels.
+const ELEMENT_UNITS: u32 = 256;
+
+/// Operations run through these kernels, for the tests that check the dispatch reaches them.
+#[cfg(test)]
+pub(super) static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Counts one operation run through the kernels (tests only).
+fn counted() {
+    #[cfg(test)]
+    CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// `x` as a contiguous `[rows, last]` matrix, with the shape it had.
+fn as_rows<R: CubeRuntime>(x: CubeTensor<R>) -> (CubeTensor<R>, Shape) {
+    let shape = x.shape();
+    let last = shape[shape.num_dims() - 1];
+    let rows = shape.num_elements() / last.max(1);
+    let x = burn_cubecl::ops::reshape(into_contiguous(x), Shape::new([rows, last]));
+    (into_contiguous(x), shape)
+}
+
+/// An unwritten contiguous tensor like `like` in `shape`.
+fn empty<R: CubeRuntime>(like: &CubeTensor<R>, shape: Shape) -> CubeTensor<R> {
+    empty_device_contiguous_dtype(like.client.clone(), like.device.clone(), shape, like.dtype)
+}
+
+/// One cube per row of a `[rows, _]` matrix.
+fn row_launch<R: CubeRuntime>(x: &CubeTensor<R>) -> (CubeCount, CubeDim) {
+    let rows = x.shape()[0];
+    let dim = CubeDim::new_1d(ROW_UNITS as u32);
+    (cubecl::calculate_cube_count_elemwise(&x.client, rows * ROW_UNITS, dim), dim)
+}
+
+/// One unit per element of `x`.
+fn element_launch<R: CubeRuntime>(x: &CubeTensor<R>) -> (CubeCount, CubeDim) {
+    let dim = CubeDim::new_1d(ELEMENT_UNITS);
+    (cubecl::calculate_cube_count_elemwise(&x.client, x.shape().num_elements(), dim), dim)
+}
+
+/// Softmax over the rows of `x` (`[rows, d]`), with attention's mask (viewed as `[batch,
+/// heads, queries, keys]`) where there is one.
+fn softmax_rows<R: CubeRuntime>(x: CubeTensor<R>, mask: Option<CubeTensor<R>>) -> CubeTensor<R> {
+    let out = empty(&x, x.shape());
+    let (count, dim) = row_launch(&x);
+    let has_mask = mask.is_some();
+    // Without a mask the kernel still takes a tensor there (never read): `x` itself.
+    let mask = mask.unwrap_or_else(|| x.clone());
+    let dtypes = [x.dtype.into(), mask.dtype.into()];
+    kernels::softmax_forward::launch::<R>(
+        &x.client.clone(),
+        count,
+        dim,
+        x.into_tensor_arg(),
+        mask.into_tensor_arg(),
+        out.clone().into_tensor_arg(),
+        MASKED_SCORE as f32,
+        has_mask,
+        ROW_UNITS,
+        dtypes,
+    );
+    out
+}
+
+/// The softmax's backward over rows, from its output `y` and the gradient (both `[rows, d]`).
+fn softmax_rows_backward<R: CubeRuntime>(y: CubeTensor<R>, grad: CubeTensor<R>) -> CubeTensor<R> {
+    let dx = empty(&y, y.shape());
+    let (count, dim) = row_launch(&y);
+    let dtype = y.dtype.into();
+    kernels::softmax_backward::launch::<R>(
+        &y.client.clone(),
+        count,
+        dim,
+        y.into_tensor_arg(),
+        grad.into_tensor_arg(),
+        dx.clone().into_tensor_arg(),
+        ROW_UNITS,
+        dtype,
+    );
+    dx
+}
+
+impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> FusedOps for CubeBackend<R, F, I, BT> {
+    fn fused_gelu(x: FloatTensor<Self>) -> FloatTensor<Self> {
+        counted();
+        let x = into_contiguous(x);
+        let out = empty(&x, x.shape());
+        let (count, dim) = element_launch(&x);
+        let dtype = x.dtype.into();
+        kernels::gelu_forward::launch::<R>(
+            &x.client.clone(),
+            count,
+            dim,
+            x.into_tensor_arg(),
+            out.clone().into_tensor_arg(),
+            dtype,
+        );
+        out
+    }
+
+    fn fused_gelu_backward(x: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
+        counted();
+        let (x, grad) = (into_contiguous(x), into_contiguous(grad));
+        let dx = empty(&x, x.shape());
+        let (count, dim) = element_launch(&x);
+        let dtype = x.dtype.into();
+        kernels::gelu_backward::launch::<R>(
+            &x.client.clone(),
+            count,
+            dim,
+            x.into_tensor_arg(),
+            grad.into_tensor_arg(),
+            dx.clone().into_tensor_arg(),
+            dtype,
+        );
+        dx
+    }
+
+    fn fused_softmax_last(x: FloatTensor<Self>) -> FloatTensor<Self> {
+        counted();
+        let (x, shape) = as_rows(x);
+        burn_cubecl::ops::reshape(softmax_rows(x, None), shape)
+    }
+
+    fn fused_softmax_last_backward(y: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
+        counted();
+        let (y, shape) = as_rows(y);
+        let (grad, _) = as_rows(grad);
+        burn_cubecl::ops::reshape(softmax_rows_backward(y, grad), shape)
+    }
+
+    fn fused_layer_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: Option<FloatTensor<Self>>,
+        epsilon: f64,
+    ) -> FloatTensor<Self> {
+        counted();
+        let (x, shape) = as_rows(x);
+        let gamma = into_contiguous(gamma);
+        let out = empty(&x, x.shape());
+        let (count, dim) = row_launch(&x);
+        let has_beta = beta.is_some();
+        // Without β the kernel still takes a tensor there (never read): γ.
+        let beta = beta.map(into_contiguous).unwrap_or_else(|| gamma.clone());
+        let dtype = x.dtype.into();
+        kernels::layer_norm_forward::launch::<R>(
+            &x.client.clone(),
+            count,
+            dim,
+            x.into_tensor_arg(),
+            gamma.into_tensor_arg(),
+            beta.into_tensor_arg(),
+            out.clone().into_tensor_arg(),
+            epsilon as f32,
+            has_beta,
+            ROW_UNITS,
+            dtype,
+        );
+        burn_cubecl::ops::reshape(out, shape)
+    }
+
+    fn fused_layer_norm_backward(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        epsilon: f64,
+    ) -> [FloatTensor<Self>; 3] {
+        counted();
+        use burn::tensor::ops::FloatTensorOps;
+        let (x, shape) = as_rows(x);
+        let (grad, _) = as_rows(grad);
+        let gamma = into_contiguous(gamma);
+        let last = gamma.shape().num_elements();
+        let dx = empty(&x, x.shape());
+        let grad_normalized = empty(&x, x.shape());
+        let (count, dim) = row_launch(&x);
+        let dtype = x.dtype.into();
+        kernels::layer_norm_backward::launch::<R>(
+            &x.client.clone(),
+            count,
+            dim,
+            x.into_tensor_arg(),
+            gamma.into_tensor_arg(),
+            grad.clone().into_tensor_arg(),
+            dx.clone().into_tensor_arg(),
+            grad_normalized.clone().into_tensor_arg(),
+            epsilon as f32,
+            ROW_UNITS,
+            dtype,
+        );
+        let column_sum = |t| Self::float_reshape(Self::float_sum_dim(t, 0), Shape::new([last]));
+        [burn_cubecl::ops::reshape(dx, shape), column_sum(grad_normalized), column_sum(grad)]
+    }
+
+    fn fused_attention(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        mask: Option<BoolTensor<Self>>,
+        scale: f64,
+    ) -> [FloatTensor<Self>; 2] {
+        counted();
+        use burn::tensor::ops::{BoolTensorOps, FloatTensorOps};
+        let [batch, heads, queries, _] = q.shape().dims::<4>();
+        let keys = k.shape()[2];
+        let q = Self::float_mul_scalar(q, scale.into());
+        let scores = Self::float_matmul(q, Self::float_swap_dims(k, 2, 3));
+        let (scores, shape) = as_rows(scores);
+        let mask = mask.map(|m| Self::bool_expand(m, Shape::new([batch, heads, queries, keys])));
+        let weights = burn_cubecl::ops::reshape(softmax_rows(scores, mask), shape);
+        [Self::float_matmul(weights.clone(), v), weights]
+    }
+
+    fn fused_attention_backward(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        weights: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        scale: f64,
+    ) -> [FloatTensor<Self>; 3] {
+        counted();
+        use burn::tensor::ops::FloatTensorOps;
+        let dp = Self::float_matmul(grad.clone(), Self::float_swap_dims(v, 2, 3));
+        let (dp, shape) = as_rows(dp);
+        let (p, _) = as_rows(weights.clone());
+        let ds = burn_cubecl::ops::reshape(softmax_rows_backward(p, dp), shape);
+        let dq = Self::float_mul_scalar(Self::float_matmul(ds.clone(), k), scale.into());
+        let dk = Self::float_mul_scalar(Self::float_matmul(Self::float_swap_dims(ds, 2, 3), q), scale.into());
+        let dv = Self::float_matmul(Self::float_swap_dims(weights, 2, 3), grad);
+        [dq, dk, dv]
+    }
+
+    fn fused_cross_entropy(logits: FloatTensor<Self>, targets: IntTensor<Self>, smoothing: f64) -> FloatTensor<Self> {
+        counted();
+        let z = into_contiguous(logits);
+        let targets = into_contiguous(targets);
+        let rows = z.shape()[0];
+        let out = empty(&z, Shape::new([rows, 2]));
+        let (count, dim) = row_launch(&z);
+        let dtypes = [z.dtype.into(), targets.dtype.into()];
+        kernels::cross_entropy_forward::launch::<R>(
+            &z.client.clone(),
+            count,
+            dim,
+            z.into_tensor_arg(),
+            targets.into_tensor_arg(),
+            out.clone().into_tensor_arg(),
+            smoothing as f32,
+            ROW_UNITS,
+            dtypes,
+        );
+        out
+    }
+
+    fn fused_cross_entropy_backward(
+        logits: FloatTensor<Self>,
+        targets: IntTensor<Self>,
+        grad: FloatTensor<Self>,
+        smoothing: f64,
+    ) -> FloatTensor<Self> {
+        counted();
+        let z = into_contiguous(logits);
+        let targets = into_contiguous(targets);
+        let grad = into_contiguous(grad);
+        let dz = empty(&z, z.shape());
+        let (count, dim) = row_launch(&z);
+        let dtypes = [z.dtype.into(), targets.dtype.into()];
+        kernels::cross_entropy_backward::launch::<R>(
+            &z.client.clone(),
+            count,
+            dim,
+            z.into_tensor_arg(),
+            targets.into_tensor_arg(),
+            grad.into_tensor_arg(),
+            dz.clone().into_tensor_arg(),
+            smoothing as f32,
+            ROW_UNITS,
+            dtypes,
+        );
+        dz
+    }
+}

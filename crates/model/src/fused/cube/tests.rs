@@ -1,0 +1,121 @@
+//! The CubeCL kernels against the composed reference on the same GPU backend (values and
+//! gradients), with and without burn-fusion; run with `--features test-wgpu` (lavapipe will do).
+
+use burn::backend::Autodiff;
+use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::Tensor;
+use std::sync::atomic::Ordering;
+
+use super::CALLS;
+use crate::fused::tests::{
+    attention_grads, burns_layer_norm, close, cross_entropy_grads, data, layer_norm_grads, value_and_grad, values,
+};
+use crate::fused::{attention, cross_entropy, gelu, layer_norm, softmax_last, Gelu, SoftmaxLast, Unary, WgpuUnfused};
+
+type Fused = Autodiff<burn_wgpu::Wgpu>;
+type Unfused = Autodiff<WgpuUnfused>;
+
+/// Runs `check` on both GPU backends, and checks that it ran the kernels on each.
+fn on_both(name: &str, fused: fn(), unfused: fn()) {
+    for (backend, run) in [("wgpu", fused), ("wgpu-unfused", unfused)] {
+        let before = CALLS.load(Ordering::Relaxed);
+        run();
+        assert!(CALLS.load(Ordering::Relaxed) > before, "{backend}: {name} did not run the CubeCL kernels");
+    }
+}
+
+fn gelu_case<B: AutodiffBackend>() {
+    let shape = [2, 3, 5, 70];
+    let n = shape.iter().product();
+    let (x, w) = (values(n, 1, 6.0), values(n, 2, 1.0));
+    let (y, g) = value_and_grad::<B>(&x, &w, shape, gelu);
+    let (y_ref, g_ref) = value_and_grad::<B>(&x, &w, shape, Gelu::composed);
+    close(&y, &y_ref, 1e-5, "value");
+    close(&g, &g_ref, 1e-5, "gradient");
+}
+
+#[test]
+fn cubecl_gelu_matches_the_composed_form_in_value_and_gradient() {
+    on_both("GELU", gelu_case::<Fused>, gelu_case::<Unfused>);
+}
+
+fn softmax_case<B: AutodiffBackend>() {
+    let shape = [3, 2, 33, 300]; // rows longer than a cube's 128 units
+    let n = shape.iter().product();
+    let x: Vec<f32> =
+        values(n, 3, 8.0).into_iter().enumerate().map(|(i, v)| if i % 7 == 3 { -1.0e9 } else { v }).collect();
+    let w = values(n, 4, 1.0);
+    let (y, g) = value_and_grad::<B>(&x, &w, shape, softmax_last);
+    let (y_ref, g_ref) = value_and_grad::<B>(&x, &w, shape, SoftmaxLast::composed);
+    close(&y, &y_ref, 1e-5, "value");
+    close(&g, &g_ref, 1e-5, "gradient");
+}
+
+#[test]
+fn cubecl_softmax_matches_the_composed_form_in_value_and_gradient() {
+    on_both("softmax", softmax_case::<Fused>, softmax_case::<Unfused>);
+}
+
+fn layer_norm_case<B: AutodiffBackend>() {
+    for bias in [true, false] {
+        for shape in [[2, 7, 384], [1, 3, 5]] {
+            let fused = layer_norm_grads::<B>(shape, bias, |x, g, b| layer_norm(x, g, b, 1e-5));
+            let burns = layer_norm_grads::<B>(shape, bias, burns_layer_norm);
+            for (what, (a, b)) in ["value", "dx", "dgamma", "dbeta"].iter().zip(fused.iter().zip(&burns)) {
+                close(a, b, 2e-4, what);
+            }
+        }
+    }
+}
+
+#[test]
+fn cubecl_layer_norm_matches_burns_in_value_and_gradients_of_x_gamma_and_beta() {
+    on_both("LayerNorm", layer_norm_case::<Fused>, layer_norm_case::<Unfused>);
+}
+
+fn cross_entropy_case<B: AutodiffBackend>() {
+    for smoothing in [0.0, 0.1] {
+        let (rows, vocab) = (50, 1000);
+        let (y, g) = cross_entropy_grads::<B>(rows, vocab, |z, t| cross_entropy(z, t, smoothing));
+        let (y_ref, g_ref) =
+            cross_entropy_grads::<B>(rows, vocab, |z, t| crate::fused::cross_entropy::composed(z, t, smoothing));
+        close(&y, &y_ref, 1e-5, "value");
+        close(&g, &g_ref, 1e-5, "gradient");
+    }
+}
+
+#[test]
+fn cubecl_cross_entropy_matches_the_composed_form_with_and_without_smoothing() {
+    on_both("cross-entropy", cross_entropy_case::<Fused>, cross_entropy_case::<Unfused>);
+}
+
+fn attention_case<B: AutodiffBackend>() {
+    let scale = 1.0 / 8f64.sqrt();
+    for dims in [[2, 3, 17, 17, 8], [2, 2, 5, 9, 8]] {
+        let fused = attention_grads::<B>(dims, |q, k, v, m| attention(q, k, v, Some(m), scale));
+        let composed =
+            attention_grads::<B>(dims, |q, k, v, m| crate::fused::attention::composed(q, k, v, Some(m), scale));
+        for (what, (a, b)) in ["context", "weights", "dq", "dk", "dv"].iter().zip(fused.iter().zip(&composed)) {
+            close(a, b, 2e-5, what);
+        }
+    }
+}
+
+#[test]
+fn cubecl_attention_matches_the_composed_form_in_value_weights_and_gradients_under_masks() {
+    on_both("attention", attention_case::<Fused>, attention_case::<Unfused>);
+}
+
+/// The kernels read the tensors' own float type: an f16 GELU and LayerNorm agree with f32 to
+/// half precision's resolution.
+#[test]
+fn cubecl_kernels_run_in_half_precision() {
+    type Gpu = burn_wgpu::Wgpu;
+    let device = Default::default();
+    let x = Tensor::<Gpu, 2>::from_data(burn::tensor::TensorData::new(values(4 * 96, 5, 3.0), [4, 96]), &device);
+    let gamma = Tensor::<Gpu, 1>::ones([96], &device);
+    let half = |t: Tensor<Gpu, 2>| t.cast(burn::tensor::DType::F16);
+    let full = data(layer_norm(gelu(x.clone()), gamma.clone(), None, 1e-5));
+    let reduced = data(layer_norm(gelu(half(x)), gamma.cast(burn::tensor::DType::F16), None, 1e-5));
+    close(&reduced, &full, 1e-2, "f16 against f32");
+}
