@@ -5,7 +5,8 @@
 //! with the backend the flag names (the autodiff backend: commands that only infer use its
 //! `InnerBackend`). The GPU backends need the build features that bring them in (`wgpu`, `cuda`);
 //! a flag whose backend is not built is an error that says which feature to build with. Before a
-//! GPU backend's first use, its kernel caches are set up (`kernel_cache`).
+//! GPU backend's first use, its kernel caches are set up (`kernel_cache`) and `ATTEND_GPU_KERNELS`
+//! is checked.
 
 use anyhow::Result;
 use burn::tensor::backend::AutodiffBackend;
@@ -49,18 +50,18 @@ pub fn run_on<W: OnBackend>(backend: Backend, work: W) -> Result<W::Output> {
         Backend::Ndarray => work.run::<Autodiff<burn_ndarray::NdArray<f32>>>(&Default::default()),
         #[cfg(feature = "wgpu")]
         Backend::Wgpu => {
-            crate::kernel_cache::configure()?;
+            gpu_setup()?;
             work.run::<Autodiff<burn_wgpu::Wgpu>>(&Default::default())
         }
         #[cfg(feature = "wgpu")]
         Backend::WgpuUnfused => {
-            crate::kernel_cache::configure()?;
+            gpu_setup()?;
             type Unfused = burn_wgpu::CubeBackend<burn_wgpu::WgpuRuntime, f32, i32, u32>;
             work.run::<Autodiff<Unfused>>(&Default::default())
         }
         #[cfg(feature = "cuda")]
         Backend::Cuda => {
-            crate::kernel_cache::configure()?;
+            gpu_setup()?;
             work.run::<Autodiff<burn_cuda::Cuda>>(&Default::default())
         }
         #[allow(unreachable_patterns)]
@@ -74,4 +75,14 @@ pub fn run_on<W: OnBackend>(backend: Backend, work: W) -> Result<W::Output> {
             )
         }
     }
+}
+
+/// Before a GPU backend's first use: its kernel caches (`kernel_cache`), and a check of
+/// `ATTEND_GPU_KERNELS` (which GPU backends run the CubeCL kernels of the fused operations),
+/// so that a value the model would not take stops the run instead of being ignored.
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+fn gpu_setup() -> Result<()> {
+    crate::kernel_cache::configure()?;
+    attend_model::fused::gpu_kernels_from_env().map_err(anyhow::Error::msg)?;
+    Ok(())
 }

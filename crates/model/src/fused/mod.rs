@@ -5,14 +5,16 @@
 //! backward. Its default methods are the **composed** reference (the same formula in Burn's
 //! tensor operations), so any backend can implement it by naming itself; the CPU backend
 //! (`burn-ndarray`, [`cpu`]) implements the forward and backward as single-pass Rust kernels,
-//! parallel over rows with rayon; `Autodiff<B>` ([`autodiff`]) implements each forward with
-//! `B`'s kernel and registers a backward that calls `B`'s backward kernel.
+//! parallel over rows with rayon; CubeCL's backends (burn-wgpu, burn-cuda, with or without
+//! burn-fusion; features `wgpu`, `cuda`; `cube`) implement the row operations and GELU as
+//! CubeCL kernels; `Autodiff<B>` ([`autodiff`]) implements each forward with `B`'s kernel and
+//! registers a backward that calls `B`'s backward kernel.
 //!
 //! The model stays generic over `B: Backend` (no bound on every module): the functions below
 //! ([`gelu`], [`softmax_last`], [`layer_norm`], [`attention`], [`linear`], [`cross_entropy`],
-//! [`reshape`]) find at run time, by type, whether `B` is one of the backends
-//! with kernels (`NdArray<f32>` and `Autodiff<NdArray<f32>>`) and otherwise compute the
-//! composed form. Both paths compute the same function; `tests.rs` checks values and gradients
+//! [`reshape`]) find at run time, by type ([`Kernels::of`], [`on_kernels!`]), whether `B` is
+//! one of the backends with kernels (`NdArray<f32>`, the GPU backends the build has, and
+//! their `Autodiff`) and otherwise compute the composed form. Both paths compute the same function; `tests.rs` checks values and gradients
 //! of each fused operation against the composed reference.
 //!
 //! | operation | composed passes (forward + backward) | fused |
@@ -31,8 +33,9 @@ mod attention;
 mod autodiff;
 mod cpu;
 mod cross_entropy;
-#[cfg(feature = "wgpu")]
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod cube;
+mod dispatch;
 mod erf;
 mod exp;
 mod linear;
@@ -43,9 +46,6 @@ mod tests;
 mod unwritten;
 mod wide;
 
-use core::any::Any;
-
-use burn::backend::Autodiff;
 use burn::tensor::activation::softmax;
 use burn::tensor::backend::Backend;
 use burn::tensor::ops::{BoolTensor, FloatTensor, IntTensor};
@@ -219,6 +219,8 @@ pub(crate) const INV_SQRT_2PI: f64 = 0.398_942_280_401_432_7;
 
 pub use attention::attention;
 pub use cross_entropy::cross_entropy;
+pub use dispatch::{gpu_kernels_from_env, parse_gpu_kernels, GpuKernels};
+use dispatch::{is, on_kernels, same};
 pub use linear::{linear, Weight};
 pub use reshape::reshape;
 
@@ -256,7 +258,7 @@ pub fn layer_norm<B: Backend, const D: usize>(
 /// # Shapes
 /// - `x`: any; output: the same
 pub fn gelu<B: Backend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> {
-    dispatch::<Gelu, B, D>(x)
+    unary::<Gelu, B, D>(x)
 }
 
 /// Softmax over the last axis, fused where the backend has a kernel.
@@ -264,7 +266,7 @@ pub fn gelu<B: Backend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> {
 /// # Shapes
 /// - `x`: any with at least one axis; output: the same
 pub fn softmax_last<B: Backend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> {
-    dispatch::<SoftmaxLast, B, D>(x)
+    unary::<SoftmaxLast, B, D>(x)
 }
 
 /// A fused unary operation: its [`FusedOps`] method and its composed form.
@@ -297,7 +299,7 @@ impl Unary for SoftmaxLast {
 }
 
 /// `O` on `x`: the kernel where `B` has one, else the composed form.
-fn dispatch<O: Unary, B: Backend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> {
+fn unary<O: Unary, B: Backend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> {
     fn on<O: Unary, B: Backend, F: FusedOps, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> {
         let x = same::<Tensor<B, D>, Tensor<F, D>>(x).into_primitive().tensor();
         same(Tensor::<F, D>::from_primitive(TensorPrimitive::Float(O::fused::<F>(x))))
@@ -323,111 +325,6 @@ pub fn adamw<B: Backend, const D: usize>(
         out.map(|t| same(Tensor::<NdArray<f32>, D>::from_primitive(TensorPrimitive::Float(t))))
     } else {
         adamw::composed(param, grad, moments, step)
-    }
-}
-
-/// The backends with kernels, as [`on_kernels!`] matches them.
-enum Kernels {
-    Cpu,
-    CpuAutodiff,
-    #[cfg(feature = "wgpu")]
-    Wgpu,
-    #[cfg(feature = "wgpu")]
-    WgpuAutodiff,
-    #[cfg(feature = "wgpu")]
-    WgpuUnfused,
-    #[cfg(feature = "wgpu")]
-    WgpuUnfusedAutodiff,
-    None,
-}
-
-/// burn-wgpu without burn-fusion (`--backend wgpu-unfused`).
-#[cfg(feature = "wgpu")]
-type WgpuUnfused = burn_wgpu::CubeBackend<burn_wgpu::WgpuRuntime, f32, i32, u32>;
-
-impl Kernels {
-    /// Which backend with kernels `B` is, if any.
-    fn of<B: 'static>() -> Kernels {
-        if is::<B, Autodiff<NdArray<f32>>>() {
-            Kernels::CpuAutodiff
-        } else if is::<B, NdArray<f32>>() {
-            Kernels::Cpu
-        } else {
-            Self::gpu::<B>()
-        }
-    }
-
-    #[cfg(feature = "wgpu")]
-    fn gpu<B: 'static>() -> Kernels {
-        if is::<B, Autodiff<burn_wgpu::Wgpu>>() {
-            Kernels::WgpuAutodiff
-        } else if is::<B, burn_wgpu::Wgpu>() {
-            Kernels::Wgpu
-        } else if is::<B, Autodiff<WgpuUnfused>>() {
-            Kernels::WgpuUnfusedAutodiff
-        } else if is::<B, WgpuUnfused>() {
-            Kernels::WgpuUnfused
-        } else {
-            Kernels::None
-        }
-    }
-
-    #[cfg(not(feature = "wgpu"))]
-    fn gpu<B: 'static>() -> Kernels {
-        Kernels::None
-    }
-}
-
-/// `$fused` with the type `$K` naming the backend with kernels that `$B` is, else
-/// `$composed`: `on_kernels!(B, K => on::<B, K>(x), _ => composed(x))`.
-macro_rules! on_kernels {
-    ($B:ty, $K:ident => $fused:expr, _ => $composed:expr) => {
-        match $crate::fused::Kernels::of::<$B>() {
-            $crate::fused::Kernels::CpuAutodiff => {
-                type $K = burn::backend::Autodiff<burn_ndarray::NdArray<f32>>;
-                $fused
-            }
-            $crate::fused::Kernels::Cpu => {
-                type $K = burn_ndarray::NdArray<f32>;
-                $fused
-            }
-            #[cfg(feature = "wgpu")]
-            $crate::fused::Kernels::WgpuAutodiff => {
-                type $K = burn::backend::Autodiff<burn_wgpu::Wgpu>;
-                $fused
-            }
-            #[cfg(feature = "wgpu")]
-            $crate::fused::Kernels::Wgpu => {
-                type $K = burn_wgpu::Wgpu;
-                $fused
-            }
-            #[cfg(feature = "wgpu")]
-            $crate::fused::Kernels::WgpuUnfusedAutodiff => {
-                type $K = burn::backend::Autodiff<$crate::fused::WgpuUnfused>;
-                $fused
-            }
-            #[cfg(feature = "wgpu")]
-            $crate::fused::Kernels::WgpuUnfused => {
-                type $K = $crate::fused::WgpuUnfused;
-                $fused
-            }
-            $crate::fused::Kernels::None => $composed,
-        }
-    };
-}
-pub(crate) use on_kernels;
-
-/// Whether `A` and `T` are the same type.
-fn is<A: 'static, T: 'static>() -> bool {
-    core::any::TypeId::of::<A>() == core::any::TypeId::of::<T>()
-}
-
-/// `value` as a `T`, where the caller has checked that `A` is `T` (with [`is`]).
-fn same<A: 'static, T: 'static>(value: A) -> T {
-    let mut slot = Some(value);
-    match (&mut slot as &mut dyn Any).downcast_mut::<Option<T>>() {
-        Some(same) => same.take().expect("just filled"),
-        None => unreachable!("checked to be the same type"),
     }
 }
 

@@ -4,6 +4,11 @@
 //! handles. A custom operation ends the element-wise block being fused before it and starts a
 //! new one after it (burn-cubecl-fusion fuses no custom operation), so Burn still fuses the
 //! element-wise work around our kernels.
+//!
+//! GELU stays composed here: it is element-wise, which is what burn-fusion fuses itself (and
+//! with its neighbours, such as the bias before it); a custom operation would cut that block
+//! in two. The row operations (softmax, LayerNorm, attention's softmax, cross-entropy) are what
+//! fusion cannot do in one pass.
 
 use core::fmt;
 
@@ -118,26 +123,6 @@ fn next<B: FusionBackend>(args: &mut std::vec::IntoIter<Arg<B>>) -> Arg<B> {
 }
 
 impl<B: FusionBackend + FusedOps> FusedOps for Fusion<B> {
-    fn fused_gelu(x: FloatTensor<Self>) -> FloatTensor<Self> {
-        let out = like(&x);
-        let [y] = register::<B, 1>("attend::gelu", vec![(x, Kind::Float)], [out], |args| {
-            let mut args = args.into_iter();
-            [B::fused_gelu(next(&mut args).float())]
-        });
-        y
-    }
-
-    fn fused_gelu_backward(x: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
-        let out = like(&x);
-        let [dx] =
-            register::<B, 1>("attend::gelu_backward", vec![(x, Kind::Float), (grad, Kind::Float)], [out], |args| {
-                let mut args = args.into_iter();
-                let (x, grad) = (next(&mut args).float(), next(&mut args).float());
-                [B::fused_gelu_backward(x, grad)]
-            });
-        dx
-    }
-
     fn fused_softmax_last(x: FloatTensor<Self>) -> FloatTensor<Self> {
         let out = like(&x);
         let [y] = register::<B, 1>("attend::softmax_last", vec![(x, Kind::Float)], [out], |args| {

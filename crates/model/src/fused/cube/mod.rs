@@ -15,7 +15,7 @@
 
 pub mod fusion;
 mod kernels;
-#[cfg(test)]
+#[cfg(all(test, feature = "wgpu"))]
 mod tests;
 
 use burn::tensor::ops::{BoolTensor, FloatTensor, IntTensor};
@@ -29,8 +29,12 @@ use cubecl::prelude::*;
 use super::FusedOps;
 use crate::mask::MASKED_SCORE;
 
-/// Units per cube of the row kernels: a power of two (the shared-memory reductions halve it).
-const ROW_UNITS: usize = 128;
+/// The most units per cube of the row kernels; a row of `d` takes the power of two at or above
+/// `d` up to this, and at least [`MIN_ROW_UNITS`] (the shared-memory reductions halve it).
+const MAX_ROW_UNITS: usize = 256;
+
+/// The fewest units per cube of the row kernels (one warp on NVIDIA).
+const MIN_ROW_UNITS: usize = 32;
 
 /// Units per cube of the element-wise kernels.
 const ELEMENT_UNITS: u32 = 256;
@@ -59,11 +63,12 @@ fn empty<R: CubeRuntime>(like: &CubeTensor<R>, shape: Shape) -> CubeTensor<R> {
     empty_device_contiguous_dtype(like.client.clone(), like.device.clone(), shape, like.dtype)
 }
 
-/// One cube per row of a `[rows, _]` matrix.
-fn row_launch<R: CubeRuntime>(x: &CubeTensor<R>) -> (CubeCount, CubeDim) {
-    let rows = x.shape()[0];
-    let dim = CubeDim::new_1d(ROW_UNITS as u32);
-    (cubecl::calculate_cube_count_elemwise(&x.client, rows * ROW_UNITS, dim), dim)
+/// One cube per row of a `[rows, d]` matrix: the cubes, their units, and that number of units.
+fn row_launch<R: CubeRuntime>(x: &CubeTensor<R>) -> (CubeCount, CubeDim, usize) {
+    let [rows, d] = x.shape().dims::<2>();
+    let units = d.next_power_of_two().clamp(MIN_ROW_UNITS, MAX_ROW_UNITS);
+    let dim = CubeDim::new_1d(units as u32);
+    (cubecl::calculate_cube_count_elemwise(&x.client, rows * units, dim), dim, units)
 }
 
 /// One unit per element of `x`.
@@ -76,7 +81,7 @@ fn element_launch<R: CubeRuntime>(x: &CubeTensor<R>) -> (CubeCount, CubeDim) {
 /// heads, queries, keys]`) where there is one.
 fn softmax_rows<R: CubeRuntime>(x: CubeTensor<R>, mask: Option<CubeTensor<R>>) -> CubeTensor<R> {
     let out = empty(&x, x.shape());
-    let (count, dim) = row_launch(&x);
+    let (count, dim, units) = row_launch(&x);
     let has_mask = mask.is_some();
     // Without a mask the kernel still takes a tensor there (never read): `x` itself.
     let mask = mask.unwrap_or_else(|| x.clone());
@@ -90,7 +95,7 @@ fn softmax_rows<R: CubeRuntime>(x: CubeTensor<R>, mask: Option<CubeTensor<R>>) -
         out.clone().into_tensor_arg(),
         MASKED_SCORE as f32,
         has_mask,
-        ROW_UNITS,
+        units,
         dtypes,
     );
     out
@@ -99,7 +104,7 @@ fn softmax_rows<R: CubeRuntime>(x: CubeTensor<R>, mask: Option<CubeTensor<R>>) -
 /// The softmax's backward over rows, from its output `y` and the gradient (both `[rows, d]`).
 fn softmax_rows_backward<R: CubeRuntime>(y: CubeTensor<R>, grad: CubeTensor<R>) -> CubeTensor<R> {
     let dx = empty(&y, y.shape());
-    let (count, dim) = row_launch(&y);
+    let (count, dim, units) = row_launch(&y);
     let dtype = y.dtype.into();
     kernels::softmax_backward::launch::<R>(
         &y.client.clone(),
@@ -108,7 +113,7 @@ fn softmax_rows_backward<R: CubeRuntime>(y: CubeTensor<R>, grad: CubeTensor<R>) 
         y.into_tensor_arg(),
         grad.into_tensor_arg(),
         dx.clone().into_tensor_arg(),
-        ROW_UNITS,
+        units,
         dtype,
     );
     dx
@@ -173,7 +178,7 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> FusedOps f
         let (x, shape) = as_rows(x);
         let gamma = into_contiguous(gamma);
         let out = empty(&x, x.shape());
-        let (count, dim) = row_launch(&x);
+        let (count, dim, units) = row_launch(&x);
         let has_beta = beta.is_some();
         // Without β the kernel still takes a tensor there (never read): γ.
         let beta = beta.map(into_contiguous).unwrap_or_else(|| gamma.clone());
@@ -188,7 +193,7 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> FusedOps f
             out.clone().into_tensor_arg(),
             epsilon as f32,
             has_beta,
-            ROW_UNITS,
+            units,
             dtype,
         );
         burn_cubecl::ops::reshape(out, shape)
@@ -208,7 +213,7 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> FusedOps f
         let last = gamma.shape().num_elements();
         let dx = empty(&x, x.shape());
         let grad_normalized = empty(&x, x.shape());
-        let (count, dim) = row_launch(&x);
+        let (count, dim, units) = row_launch(&x);
         let dtype = x.dtype.into();
         kernels::layer_norm_backward::launch::<R>(
             &x.client.clone(),
@@ -220,7 +225,7 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> FusedOps f
             dx.clone().into_tensor_arg(),
             grad_normalized.clone().into_tensor_arg(),
             epsilon as f32,
-            ROW_UNITS,
+            units,
             dtype,
         );
         let column_sum = |t| Self::float_reshape(Self::float_sum_dim(t, 0), Shape::new([last]));
@@ -272,7 +277,7 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> FusedOps f
         let targets = into_contiguous(targets);
         let rows = z.shape()[0];
         let out = empty(&z, Shape::new([rows, 2]));
-        let (count, dim) = row_launch(&z);
+        let (count, dim, units) = row_launch(&z);
         let dtypes = [z.dtype.into(), targets.dtype.into()];
         kernels::cross_entropy_forward::launch::<R>(
             &z.client.clone(),
@@ -282,7 +287,7 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> FusedOps f
             targets.into_tensor_arg(),
             out.clone().into_tensor_arg(),
             smoothing as f32,
-            ROW_UNITS,
+            units,
             dtypes,
         );
         out
@@ -299,7 +304,7 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> FusedOps f
         let targets = into_contiguous(targets);
         let grad = into_contiguous(grad);
         let dz = empty(&z, z.shape());
-        let (count, dim) = row_launch(&z);
+        let (count, dim, units) = row_launch(&z);
         let dtypes = [z.dtype.into(), targets.dtype.into()];
         kernels::cross_entropy_backward::launch::<R>(
             &z.client.clone(),
@@ -310,7 +315,7 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> FusedOps f
             grad.into_tensor_arg(),
             dz.clone().into_tensor_arg(),
             smoothing as f32,
-            ROW_UNITS,
+            units,
             dtypes,
         );
         dz

@@ -7,16 +7,31 @@ use burn::tensor::Tensor;
 use std::sync::atomic::Ordering;
 
 use super::CALLS;
+use crate::fused::dispatch::{WgpuUnfused, TEST_GPU_KERNELS};
 use crate::fused::tests::{
     attention_grads, burns_layer_norm, close, cross_entropy_grads, data, layer_norm_grads, value_and_grad, values,
 };
-use crate::fused::{attention, cross_entropy, gelu, layer_norm, softmax_last, Gelu, SoftmaxLast, Unary, WgpuUnfused};
+use crate::fused::{attention, cross_entropy, gelu, layer_norm, softmax_last, Gelu, GpuKernels, SoftmaxLast, Unary};
 
 type Fused = Autodiff<burn_wgpu::Wgpu>;
 type Unfused = Autodiff<WgpuUnfused>;
 
-/// Runs `check` on both GPU backends, and checks that it ran the kernels on each.
+/// One test at a time: [`CALLS`] counts every thread's kernels (under fusion they run on the
+/// stream's thread), so a test that checks a backend ran none must run alone.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TURN.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Every GPU backend takes the kernels on this thread (`ATTEND_GPU_KERNELS=all`).
+fn all_kernels() {
+    TEST_GPU_KERNELS.with(|m| m.set(Some(GpuKernels::All)));
+}
+
+/// Runs `fused` and `unfused` (the same check on the two GPU backends) with every kernel on,
+/// and checks that each ran the kernels.
 fn on_both(name: &str, fused: fn(), unfused: fn()) {
+    all_kernels();
     for (backend, run) in [("wgpu", fused), ("wgpu-unfused", unfused)] {
         let before = CALLS.load(Ordering::Relaxed);
         run();
@@ -36,7 +51,13 @@ fn gelu_case<B: AutodiffBackend>() {
 
 #[test]
 fn cubecl_gelu_matches_the_composed_form_in_value_and_gradient() {
-    on_both("GELU", gelu_case::<Fused>, gelu_case::<Unfused>);
+    let _turn = serial();
+    // Under burn-fusion GELU stays composed (fusion fuses it); the kernel runs without fusion.
+    all_kernels();
+    let before = CALLS.load(Ordering::Relaxed);
+    gelu_case::<Unfused>();
+    assert!(CALLS.load(Ordering::Relaxed) > before, "wgpu-unfused: GELU did not run the CubeCL kernel");
+    gelu_case::<Fused>();
 }
 
 fn softmax_case<B: AutodiffBackend>() {
@@ -53,6 +74,7 @@ fn softmax_case<B: AutodiffBackend>() {
 
 #[test]
 fn cubecl_softmax_matches_the_composed_form_in_value_and_gradient() {
+    let _turn = serial();
     on_both("softmax", softmax_case::<Fused>, softmax_case::<Unfused>);
 }
 
@@ -70,6 +92,7 @@ fn layer_norm_case<B: AutodiffBackend>() {
 
 #[test]
 fn cubecl_layer_norm_matches_burns_in_value_and_gradients_of_x_gamma_and_beta() {
+    let _turn = serial();
     on_both("LayerNorm", layer_norm_case::<Fused>, layer_norm_case::<Unfused>);
 }
 
@@ -86,6 +109,7 @@ fn cross_entropy_case<B: AutodiffBackend>() {
 
 #[test]
 fn cubecl_cross_entropy_matches_the_composed_form_with_and_without_smoothing() {
+    let _turn = serial();
     on_both("cross-entropy", cross_entropy_case::<Fused>, cross_entropy_case::<Unfused>);
 }
 
@@ -103,6 +127,7 @@ fn attention_case<B: AutodiffBackend>() {
 
 #[test]
 fn cubecl_attention_matches_the_composed_form_in_value_weights_and_gradients_under_masks() {
+    let _turn = serial();
     on_both("attention", attention_case::<Fused>, attention_case::<Unfused>);
 }
 
@@ -110,7 +135,9 @@ fn cubecl_attention_matches_the_composed_form_in_value_weights_and_gradients_und
 /// half precision's resolution.
 #[test]
 fn cubecl_kernels_run_in_half_precision() {
-    type Gpu = burn_wgpu::Wgpu;
+    let _turn = serial();
+    type Gpu = WgpuUnfused;
+    all_kernels();
     let device = Default::default();
     let x = Tensor::<Gpu, 2>::from_data(burn::tensor::TensorData::new(values(4 * 96, 5, 3.0), [4, 96]), &device);
     let gamma = Tensor::<Gpu, 1>::ones([96], &device);
@@ -118,4 +145,20 @@ fn cubecl_kernels_run_in_half_precision() {
     let full = data(layer_norm(gelu(x.clone()), gamma.clone(), None, 1e-5));
     let reduced = data(layer_norm(gelu(half(x)), gamma.cast(burn::tensor::DType::F16), None, 1e-5));
     close(&reduced, &full, 1e-2, "f16 against f32");
+}
+
+/// The default (`auto`): burn-wgpu without fusion runs the kernels, with fusion the composed
+/// form; `off` runs the composed form on both.
+#[test]
+fn by_default_only_the_backend_without_fusion_takes_the_kernels() {
+    let _turn = serial();
+    let runs = |mode: GpuKernels, run: fn()| {
+        TEST_GPU_KERNELS.with(|m| m.set(Some(mode)));
+        let before = CALLS.load(Ordering::Relaxed);
+        run();
+        CALLS.load(Ordering::Relaxed) > before
+    };
+    assert!(runs(GpuKernels::Unfused, softmax_case::<Unfused>), "auto: wgpu-unfused ran no kernel");
+    assert!(!runs(GpuKernels::Unfused, softmax_case::<Fused>), "auto: wgpu (fusion) ran a kernel");
+    assert!(!runs(GpuKernels::Off, softmax_case::<Unfused>), "off: wgpu-unfused ran a kernel");
 }

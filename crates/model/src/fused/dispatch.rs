@@ -1,0 +1,231 @@
+//! Which backend has kernels: [`Kernels::of`] tells by type, at run time, and [`on_kernels!`]
+//! runs a fused operation with that backend named, or its composed form; which GPU backends
+//! take the CubeCL kernels is [`GpuKernels`] (`ATTEND_GPU_KERNELS`).
+
+use core::any::Any;
+
+use burn::backend::Autodiff;
+use burn_ndarray::NdArray;
+
+/// The backends with kernels, as [`on_kernels!`] matches them.
+pub(super) enum Kernels {
+    Cpu,
+    CpuAutodiff,
+    #[cfg(feature = "wgpu")]
+    Wgpu,
+    #[cfg(feature = "wgpu")]
+    WgpuAutodiff,
+    #[cfg(feature = "wgpu")]
+    WgpuUnfused,
+    #[cfg(feature = "wgpu")]
+    WgpuUnfusedAutodiff,
+    #[cfg(feature = "cuda")]
+    Cuda,
+    #[cfg(feature = "cuda")]
+    CudaAutodiff,
+    None,
+}
+
+/// burn-wgpu without burn-fusion (`--backend wgpu-unfused`).
+#[cfg(feature = "wgpu")]
+pub(super) type WgpuUnfused = burn_wgpu::CubeBackend<burn_wgpu::WgpuRuntime, f32, i32, u32>;
+
+impl Kernels {
+    /// Which backend with kernels `B` is, if any.
+    pub(super) fn of<B: 'static>() -> Kernels {
+        if is::<B, Autodiff<NdArray<f32>>>() {
+            Kernels::CpuAutodiff
+        } else if is::<B, NdArray<f32>>() {
+            Kernels::Cpu
+        } else {
+            Self::gpu::<B>()
+        }
+    }
+
+    fn gpu<B: 'static>() -> Kernels {
+        let kernels = Self::cuda::<B>().or_else(Self::wgpu::<B>);
+        match (gpu_kernels(), kernels) {
+            (GpuKernels::Off, _) => Kernels::None,
+            (GpuKernels::Unfused, Some((_, true))) => Kernels::None,
+            (_, Some((kernels, _))) => kernels,
+            (_, None) => Kernels::None,
+        }
+    }
+
+    /// The burn-cuda backend `B` is, and whether it runs burn-fusion.
+    #[cfg(feature = "cuda")]
+    fn cuda<B: 'static>() -> Option<(Kernels, bool)> {
+        if is::<B, Autodiff<burn_cuda::Cuda>>() {
+            Some((Kernels::CudaAutodiff, true))
+        } else if is::<B, burn_cuda::Cuda>() {
+            Some((Kernels::Cuda, true))
+        } else {
+            None
+        }
+    }
+
+    #[cfg(not(feature = "cuda"))]
+    fn cuda<B: 'static>() -> Option<(Kernels, bool)> {
+        None
+    }
+
+    /// The burn-wgpu backend `B` is, and whether it runs burn-fusion.
+    #[cfg(feature = "wgpu")]
+    fn wgpu<B: 'static>() -> Option<(Kernels, bool)> {
+        if is::<B, Autodiff<burn_wgpu::Wgpu>>() {
+            Some((Kernels::WgpuAutodiff, true))
+        } else if is::<B, burn_wgpu::Wgpu>() {
+            Some((Kernels::Wgpu, true))
+        } else if is::<B, Autodiff<WgpuUnfused>>() {
+            Some((Kernels::WgpuUnfusedAutodiff, false))
+        } else if is::<B, WgpuUnfused>() {
+            Some((Kernels::WgpuUnfused, false))
+        } else {
+            None
+        }
+    }
+
+    #[cfg(not(feature = "wgpu"))]
+    fn wgpu<B: 'static>() -> Option<(Kernels, bool)> {
+        None
+    }
+}
+
+/// Which GPU backends take the CubeCL kernels (the environment variable `ATTEND_GPU_KERNELS`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GpuKernels {
+    /// `auto` (the default): the backends without burn-fusion, where the kernels were measured
+    /// faster than the composed form; under fusion the composed form, which burn-fusion fuses
+    /// (on lavapipe the kernels' custom operations cost more than they save: docs/benchmarks.md).
+    Unfused,
+    /// `all`: every GPU backend, under burn-fusion as custom operations of its stream.
+    All,
+    /// `off`: none; every fused operation on a GPU is composed of Burn's operations.
+    Off,
+}
+
+/// `ATTEND_GPU_KERNELS` read: unset, or a value [`parse_gpu_kernels`] takes.
+pub fn gpu_kernels_from_env() -> Result<GpuKernels, String> {
+    match std::env::var("ATTEND_GPU_KERNELS") {
+        Err(std::env::VarError::NotPresent) => Ok(GpuKernels::Unfused),
+        Ok(value) => parse_gpu_kernels(&value),
+        Err(std::env::VarError::NotUnicode(_)) => {
+            Err("ATTEND_GPU_KERNELS is not UTF-8: expected auto (the default), all or off".to_owned())
+        }
+    }
+}
+
+/// A value of `ATTEND_GPU_KERNELS`: `auto` (or empty), `all`, `off`; anything else is an error
+/// that names the variable and the values it takes.
+pub fn parse_gpu_kernels(value: &str) -> Result<GpuKernels, String> {
+    match value.trim() {
+        "" | "auto" => Ok(GpuKernels::Unfused),
+        "all" => Ok(GpuKernels::All),
+        "off" => Ok(GpuKernels::Off),
+        other => Err(format!("ATTEND_GPU_KERNELS = {other:?}: expected auto (the default), all or off")),
+    }
+}
+
+/// The setting in force on this thread: the tests' choice, else the environment's, read once
+/// (a value the runner would refuse counts as `auto` here; `xtask` checks it before a run).
+fn gpu_kernels() -> GpuKernels {
+    static ENV: std::sync::OnceLock<GpuKernels> = std::sync::OnceLock::new();
+    #[cfg(test)]
+    if let Some(mode) = TEST_GPU_KERNELS.with(|m| m.get()) {
+        return mode;
+    }
+    *ENV.get_or_init(|| gpu_kernels_from_env().unwrap_or(GpuKernels::Unfused))
+}
+
+#[cfg(test)]
+thread_local! {
+    /// The tests' choice of [`GpuKernels`] on this thread (`None`: the environment's).
+    pub(crate) static TEST_GPU_KERNELS: std::cell::Cell<Option<GpuKernels>> = const { std::cell::Cell::new(None) };
+}
+
+/// `$fused` with the type `$K` naming the backend with kernels that `$B` is, else
+/// `$composed`: `on_kernels!(B, K => on::<B, K>(x), _ => composed(x))`.
+macro_rules! on_kernels {
+    ($B:ty, $K:ident => $fused:expr, _ => $composed:expr) => {
+        match $crate::fused::dispatch::Kernels::of::<$B>() {
+            $crate::fused::dispatch::Kernels::CpuAutodiff => {
+                type $K = burn::backend::Autodiff<burn_ndarray::NdArray<f32>>;
+                $fused
+            }
+            $crate::fused::dispatch::Kernels::Cpu => {
+                type $K = burn_ndarray::NdArray<f32>;
+                $fused
+            }
+            #[cfg(feature = "wgpu")]
+            $crate::fused::dispatch::Kernels::WgpuAutodiff => {
+                type $K = burn::backend::Autodiff<burn_wgpu::Wgpu>;
+                $fused
+            }
+            #[cfg(feature = "wgpu")]
+            $crate::fused::dispatch::Kernels::Wgpu => {
+                type $K = burn_wgpu::Wgpu;
+                $fused
+            }
+            #[cfg(feature = "wgpu")]
+            $crate::fused::dispatch::Kernels::WgpuUnfusedAutodiff => {
+                type $K = burn::backend::Autodiff<$crate::fused::dispatch::WgpuUnfused>;
+                $fused
+            }
+            #[cfg(feature = "wgpu")]
+            $crate::fused::dispatch::Kernels::WgpuUnfused => {
+                type $K = $crate::fused::dispatch::WgpuUnfused;
+                $fused
+            }
+            #[cfg(feature = "cuda")]
+            $crate::fused::dispatch::Kernels::CudaAutodiff => {
+                type $K = burn::backend::Autodiff<burn_cuda::Cuda>;
+                $fused
+            }
+            #[cfg(feature = "cuda")]
+            $crate::fused::dispatch::Kernels::Cuda => {
+                type $K = burn_cuda::Cuda;
+                $fused
+            }
+            $crate::fused::dispatch::Kernels::None => $composed,
+        }
+    };
+}
+pub(crate) use on_kernels;
+
+/// Whether `A` and `T` are the same type.
+pub(super) fn is<A: 'static, T: 'static>() -> bool {
+    core::any::TypeId::of::<A>() == core::any::TypeId::of::<T>()
+}
+
+/// `value` as a `T`, where the caller has checked that `A` is `T` (with [`is`]).
+pub(super) fn same<A: 'static, T: 'static>(value: A) -> T {
+    let mut slot = Some(value);
+    match (&mut slot as &mut dyn Any).downcast_mut::<Option<T>>() {
+        Some(same) => same.take().expect("just filled"),
+        None => unreachable!("checked to be the same type"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gpu_kernels_setting_takes_auto_all_off_and_names_the_variable_on_anything_else() {
+        assert_eq!(parse_gpu_kernels(""), Ok(GpuKernels::Unfused));
+        assert_eq!(parse_gpu_kernels(" auto "), Ok(GpuKernels::Unfused));
+        assert_eq!(parse_gpu_kernels("all"), Ok(GpuKernels::All));
+        assert_eq!(parse_gpu_kernels("off"), Ok(GpuKernels::Off));
+        let error = parse_gpu_kernels("1").unwrap_err();
+        assert!(error.contains("ATTEND_GPU_KERNELS") && error.contains("auto") && error.contains("\"1\""), "{error}");
+    }
+
+    #[test]
+    fn cpu_backends_take_their_kernels_whatever_the_gpu_setting() {
+        TEST_GPU_KERNELS.with(|m| m.set(Some(GpuKernels::Off)));
+        assert!(matches!(Kernels::of::<NdArray<f32>>(), Kernels::Cpu));
+        assert!(matches!(Kernels::of::<Autodiff<NdArray<f32>>>(), Kernels::CpuAutodiff));
+        assert!(matches!(Kernels::of::<NdArray<f64>>(), Kernels::None));
+        TEST_GPU_KERNELS.with(|m| m.set(None));
+    }
+}
