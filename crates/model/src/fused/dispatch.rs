@@ -65,6 +65,7 @@ impl Kernels {
     }
 
     #[cfg(not(feature = "cuda"))]
+    #[allow(clippy::extra_unused_type_parameters)] // the same signature as with the feature
     fn cuda<B: 'static>() -> Option<(Kernels, bool)> {
         None
     }
@@ -86,6 +87,7 @@ impl Kernels {
     }
 
     #[cfg(not(feature = "wgpu"))]
+    #[allow(clippy::extra_unused_type_parameters)] // the same signature as with the feature
     fn wgpu<B: 'static>() -> Option<(Kernels, bool)> {
         None
     }

@@ -154,6 +154,28 @@ pub fn layer_norm_backward<F: Float>(
     }
 }
 
+/// The score in column `c` of the row at `base` of `x`: `masked_score` where `has_mask` and the
+/// mask (its row at `mask_base`) is set there.
+#[cube]
+#[allow(clippy::collapsible_if)] // the outer `if` is decided when the kernel is compiled
+fn score<F: Float, M: Numeric>(
+    x: &Tensor<F>,
+    mask: &Tensor<M>,
+    base: usize,
+    mask_base: usize,
+    c: usize,
+    masked_score: f32,
+    #[comptime] has_mask: bool,
+) -> f32 {
+    let mut s = f32::cast_from(x[base + c]);
+    if comptime![has_mask] {
+        if u32::cast_from(mask[mask_base + c * mask.stride(3)]) != 0 {
+            s = masked_score;
+        }
+    }
+    s
+}
+
 /// Softmax over each row of `x`; where `has_mask`, the entries whose `mask` (viewed as
 /// `[batch, heads, queries, keys]` through its strides, rows being `(batch, head, query)`) is
 /// set count as `masked_score` first (attention's masked softmax).
@@ -184,12 +206,7 @@ pub fn softmax_forward<F: Float, M: Numeric>(
     let mut top = f32::new(-3.0e38);
     let mut c = UNIT_POS_X as usize;
     while c < d {
-        let mut s = f32::cast_from(x[base + c]);
-        if comptime![has_mask] {
-            if u32::cast_from(mask[mask_base + c * mask.stride(3)]) != 0 {
-                s = masked_score;
-            }
-        }
+        let s = score::<F, M>(x, mask, base, mask_base, c, masked_score, has_mask);
         top = f32::max(top, s);
         c += units;
     }
@@ -197,24 +214,14 @@ pub fn softmax_forward<F: Float, M: Numeric>(
     let mut sum = 0.0f32;
     c = UNIT_POS_X as usize;
     while c < d {
-        let mut s = f32::cast_from(x[base + c]);
-        if comptime![has_mask] {
-            if u32::cast_from(mask[mask_base + c * mask.stride(3)]) != 0 {
-                s = masked_score;
-            }
-        }
+        let s = score::<F, M>(x, mask, base, mask_base, c, masked_score, has_mask);
         sum += f32::exp(s - top);
         c += units;
     }
     let inverse = 1.0f32 / cube_sum(sum, &mut shared);
     c = UNIT_POS_X as usize;
     while c < d {
-        let mut s = f32::cast_from(x[base + c]);
-        if comptime![has_mask] {
-            if u32::cast_from(mask[mask_base + c * mask.stride(3)]) != 0 {
-                s = masked_score;
-            }
-        }
+        let s = score::<F, M>(x, mask, base, mask_base, c, masked_score, has_mask);
         out[obase + c] = F::cast_from(f32::exp(s - top) * inverse);
         c += units;
     }

@@ -93,7 +93,7 @@ fn softmax_rows<R: CubeRuntime>(x: CubeTensor<R>, mask: Option<CubeTensor<R>>) -
         x.into_tensor_arg(),
         mask.into_tensor_arg(),
         out.clone().into_tensor_arg(),
-        MASKED_SCORE as f32,
+        MASKED_SCORE,
         has_mask,
         units,
         dtypes,
