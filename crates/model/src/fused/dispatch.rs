@@ -70,7 +70,9 @@ impl Kernels {
         None
     }
 
-    /// The burn-wgpu backend `B` is, and whether it runs burn-fusion.
+    /// The burn-wgpu backend `B` is, and whether it runs burn-fusion. `burn_wgpu::Wgpu` is the
+    /// fused one because burn-wgpu's default feature `fusion` is on (the workspace's
+    /// Cargo.toml); without it `Wgpu` would be `WgpuUnfused` and match first as fused.
     #[cfg(feature = "wgpu")]
     fn wgpu<B: 'static>() -> Option<(Kernels, bool)> {
         if is::<B, Autodiff<burn_wgpu::Wgpu>>() {

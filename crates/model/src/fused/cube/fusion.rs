@@ -168,6 +168,7 @@ impl<B: FusionBackend + FusedOps> FusedOps for Fusion<B> {
         grad: FloatTensor<Self>,
         epsilon: f64,
     ) -> [FloatTensor<Self>; 3] {
+        // `dx` in x's type, `dγ` and `dβ` in γ's (the CubeCL backend casts them back).
         let outputs = [like(&x), like(&gamma), like(&gamma)];
         let inputs = vec![(x, Kind::Float), (gamma, Kind::Float), (grad, Kind::Float)];
         register::<B, 3>("attend::layer_norm_backward", inputs, outputs, move |args| {

@@ -311,7 +311,13 @@ pub fn cross_entropy_forward<F: Float, I: Numeric>(
     let mean = cube_sum(sum, &mut shared) / f32::cast_from(vocab as u32);
     if UNIT_POS_X == 0 {
         let target = u32::cast_from(targets[row * targets.stride(0)]) as usize;
-        let nll = lse - f32::cast_from(z[base + target]);
+        // A target outside the vocabulary gives an infinite loss (the loop's non-finite check
+        // stops there) instead of reading another row's logit. `exp(1000·target)` overflows to
+        // +inf at run time (WGSL has no infinite literal, and a constant would be folded).
+        let mut nll = f32::exp(1000.0f32 * f32::cast_from(target as u32));
+        if target < vocab {
+            nll = lse - f32::cast_from(z[base + target]);
+        }
         out[row * out.stride(0)] = F::cast_from(nll);
         out[row * out.stride(0) + out.stride(1)] = F::cast_from((1.0f32 - smoothing) * nll + smoothing * (lse - mean));
     }

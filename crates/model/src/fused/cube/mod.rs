@@ -54,8 +54,21 @@ fn as_rows<R: CubeRuntime>(x: CubeTensor<R>) -> (CubeTensor<R>, Shape) {
     let shape = x.shape();
     let last = shape[shape.num_dims() - 1];
     let rows = shape.num_elements() / last.max(1);
-    let x = burn_cubecl::ops::reshape(into_contiguous(x), Shape::new([rows, last]));
-    (into_contiguous(x), shape)
+    (burn_cubecl::ops::reshape(into_contiguous(x), Shape::new([rows, last])), shape)
+}
+
+/// `t` in `like`'s float type (the kernels read every operand as the first one's type; a
+/// model in one precision passes them alike, and this cast is then no work).
+fn alike<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
+    t: CubeTensor<R>,
+    like: &CubeTensor<R>,
+) -> CubeTensor<R> {
+    use burn::tensor::ops::FloatTensorOps;
+    if t.dtype == like.dtype {
+        t
+    } else {
+        CubeBackend::<R, F, I, BT>::float_cast(t, like.dtype.into())
+    }
 }
 
 /// An unwritten contiguous tensor like `like` in `shape`.
@@ -139,7 +152,8 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> FusedOps f
 
     fn fused_gelu_backward(x: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
         counted();
-        let (x, grad) = (into_contiguous(x), into_contiguous(grad));
+        let x = into_contiguous(x);
+        let grad = into_contiguous(alike::<R, F, I, BT>(grad, &x));
         let dx = empty(&x, x.shape());
         let (count, dim) = element_launch(&x);
         let dtype = x.dtype.into();
@@ -164,7 +178,7 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> FusedOps f
     fn fused_softmax_last_backward(y: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
         counted();
         let (y, shape) = as_rows(y);
-        let (grad, _) = as_rows(grad);
+        let (grad, _) = as_rows(alike::<R, F, I, BT>(grad, &y));
         burn_cubecl::ops::reshape(softmax_rows_backward(y, grad), shape)
     }
 
@@ -176,12 +190,12 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> FusedOps f
     ) -> FloatTensor<Self> {
         counted();
         let (x, shape) = as_rows(x);
-        let gamma = into_contiguous(gamma);
+        let gamma = into_contiguous(alike::<R, F, I, BT>(gamma, &x));
         let out = empty(&x, x.shape());
         let (count, dim, units) = row_launch(&x);
         let has_beta = beta.is_some();
         // Without β the kernel still takes a tensor there (never read): γ.
-        let beta = beta.map(into_contiguous).unwrap_or_else(|| gamma.clone());
+        let beta = beta.map(|b| into_contiguous(alike::<R, F, I, BT>(b, &x))).unwrap_or_else(|| gamma.clone());
         let dtype = x.dtype.into();
         kernels::layer_norm_forward::launch::<R>(
             &x.client.clone(),
@@ -208,12 +222,14 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> FusedOps f
         counted();
         use burn::tensor::ops::FloatTensorOps;
         let (x, shape) = as_rows(x);
-        let (grad, _) = as_rows(grad);
-        let gamma = into_contiguous(gamma);
+        let (grad, _) = as_rows(alike::<R, F, I, BT>(grad, &x));
+        let gamma_dtype = gamma.dtype;
+        let gamma = into_contiguous(alike::<R, F, I, BT>(gamma, &x));
         let last = gamma.shape().num_elements();
         let dx = empty(&x, x.shape());
         let grad_normalized = empty(&x, x.shape());
         let (count, dim, units) = row_launch(&x);
+        let x_dtype = x.dtype;
         let dtype = x.dtype.into();
         kernels::layer_norm_backward::launch::<R>(
             &x.client.clone(),
@@ -228,7 +244,15 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> FusedOps f
             units,
             dtype,
         );
-        let column_sum = |t| Self::float_reshape(Self::float_sum_dim(t, 0), Shape::new([last]));
+        // The parameters' gradients in the parameters' own float type.
+        let column_sum = |t| {
+            let sum = Self::float_reshape(Self::float_sum_dim(t, 0), Shape::new([last]));
+            if gamma_dtype == x_dtype {
+                sum
+            } else {
+                Self::float_cast(sum, gamma_dtype.into())
+            }
+        };
         [burn_cubecl::ops::reshape(dx, shape), column_sum(grad_normalized), column_sum(grad)]
     }
 
@@ -302,7 +326,7 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> FusedOps f
         counted();
         let z = into_contiguous(logits);
         let targets = into_contiguous(targets);
-        let grad = into_contiguous(grad);
+        let grad = into_contiguous(alike::<R, F, I, BT>(grad, &z));
         let dz = empty(&z, z.shape());
         let (count, dim, units) = row_launch(&z);
         let dtypes = [z.dtype.into(), targets.dtype.into()];

@@ -61,7 +61,7 @@ fn cubecl_gelu_matches_the_composed_form_in_value_and_gradient() {
 }
 
 fn softmax_case<B: AutodiffBackend>() {
-    let shape = [3, 2, 33, 300]; // rows longer than a cube's 128 units
+    let shape = [3, 2, 33, 300]; // rows longer than the largest cube (256 units)
     let n = shape.iter().product();
     let x: Vec<f32> =
         values(n, 3, 8.0).into_iter().enumerate().map(|(i, v)| if i % 7 == 3 { -1.0e9 } else { v }).collect();
@@ -131,20 +131,43 @@ fn cubecl_attention_matches_the_composed_form_in_value_weights_and_gradients_und
     on_both("attention", attention_case::<Fused>, attention_case::<Unfused>);
 }
 
-/// The kernels read the tensors' own float type: an f16 GELU and LayerNorm agree with f32 to
-/// half precision's resolution.
+/// The kernels read the tensors' own float type: in f16, GELU, LayerNorm, the softmax and the
+/// cross-entropy (forwards) run as kernels and stay within half precision's resolution of the
+/// composed form in f32.
 #[test]
 fn cubecl_kernels_run_in_half_precision() {
     let _turn = serial();
-    type Gpu = WgpuUnfused;
     all_kernels();
+    type Gpu = WgpuUnfused;
     let device = Default::default();
     let x = Tensor::<Gpu, 2>::from_data(burn::tensor::TensorData::new(values(4 * 96, 5, 3.0), [4, 96]), &device);
-    let gamma = Tensor::<Gpu, 1>::ones([96], &device);
+    let gamma = Tensor::<Gpu, 1>::from_data(burn::tensor::TensorData::new(values(96, 6, 1.0), [96]), &device) + 1.0;
+    let targets = Tensor::<Gpu, 1, burn::tensor::Int>::from_data([3, 0, 95, 17], &device);
     let half = |t: Tensor<Gpu, 2>| t.cast(burn::tensor::DType::F16);
-    let full = data(layer_norm(gelu(x.clone()), gamma.clone(), None, 1e-5));
-    let reduced = data(layer_norm(gelu(half(x)), gamma.cast(burn::tensor::DType::F16), None, 1e-5));
-    close(&reduced, &full, 1e-2, "f16 against f32");
+    let before = CALLS.load(Ordering::Relaxed);
+    let norm = layer_norm(gelu(half(x.clone())), gamma.clone().cast(burn::tensor::DType::F16), None, 1e-5);
+    let reduced =
+        [data(norm.clone()), data(softmax_last(norm.clone())), data(cross_entropy(norm, targets.clone(), 0.1))];
+    assert!(CALLS.load(Ordering::Relaxed) >= before + 4, "the f16 operations did not run the kernels");
+    let burns = |x: Tensor<Gpu, 2>, gamma: Tensor<Gpu, 1>| {
+        use burn::tensor::TensorPrimitive;
+        let y = <Gpu as burn::tensor::ops::ModuleOps<Gpu>>::layer_norm(
+            x.into_primitive().tensor(),
+            gamma.into_primitive().tensor(),
+            None,
+            1e-5,
+        );
+        Tensor::<Gpu, 2>::from_primitive(TensorPrimitive::Float(y))
+    };
+    let norm = burns(Gelu::composed(x), gamma);
+    let full = [
+        data(norm.clone()),
+        data(SoftmaxLast::composed(norm.clone())),
+        data(crate::fused::cross_entropy::composed(norm, targets, 0.1)),
+    ];
+    for (what, (a, b)) in ["LayerNorm(GELU)", "softmax", "cross-entropy"].iter().zip(reduced.iter().zip(&full)) {
+        close(a, b, 1e-2, what);
+    }
 }
 
 /// The default (`auto`): burn-wgpu without fusion runs the kernels, with fusion the composed
@@ -161,4 +184,18 @@ fn by_default_only_the_backend_without_fusion_takes_the_kernels() {
     assert!(runs(GpuKernels::Unfused, softmax_case::<Unfused>), "auto: wgpu-unfused ran no kernel");
     assert!(!runs(GpuKernels::Unfused, softmax_case::<Fused>), "auto: wgpu (fusion) ran a kernel");
     assert!(!runs(GpuKernels::Off, softmax_case::<Unfused>), "off: wgpu-unfused ran a kernel");
+}
+
+/// A target outside the vocabulary gives an infinite loss (which the training loop stops on)
+/// instead of another row's logit; a target inside gives `ln V` on uniform logits.
+#[test]
+fn cubecl_cross_entropy_of_a_target_outside_the_vocabulary_is_infinite() {
+    let _turn = serial();
+    all_kernels();
+    let device = Default::default();
+    let z = Tensor::<WgpuUnfused, 2>::zeros([2, 5], &device);
+    let targets = Tensor::<WgpuUnfused, 1, burn::tensor::Int>::from_data([1, 5], &device);
+    let out = data(cross_entropy(z, targets, 0.0));
+    assert!((out[0] - 5f32.ln()).abs() < 1e-5, "in the vocabulary: {}", out[0]);
+    assert!(out[2].is_infinite() && out[2] > 0.0, "outside the vocabulary: {}", out[2]);
 }
