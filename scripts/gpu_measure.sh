@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# The GPU measurements of issue #15 in one place, for a machine with a GPU and no Rust: a
+# prebuilt runner (`cargo build --release -p xtask --features wgpu` here, or `wgpu,cuda`),
+# tiny Shakespeare, and PyTorch for the peer. Each part fits a 10-minute slot; every run
+# writes its metrics under $OUT and one JSON line per figure to $OUT/summary.jsonl.
+#
+#   XTASK=./xtask DATA_DIR=../shared/data PEER=../shared/bench/peers/nanogpt_gpu_bench.py \
+#     OUT=/tmp/gpu scripts/gpu_measure.sh kernels|overhead|precision|peer|all
+#
+# - kernels:   nanoGPT's GPU configuration (configs/lm-shakespeare-gpu.toml) on wgpu and
+#              wgpu-unfused (and cuda, if the runner has it) with ATTEND_GPU_KERNELS = auto,
+#              all, off: tokens/s of the logged intervals after the first $WARM steps.
+# - overhead:  `bench train --backend wgpu`: the fixed per-step overhead t(1) − (t(8) − t(1))/7.
+# - precision: the same configuration in f16 on wgpu (and bf16 on cuda), against f32.
+# - peer:      PyTorch on the same GPU: fp32, tf32, bf16 autocast (nanogpt_gpu_bench.py).
+#
+# CONFIG, STEPS (default 60), WARM (default 20), LOG_EVERY (default 10) and BACKENDS (default
+# "wgpu wgpu-unfused"; add cuda for a runner built with it) override.
+set -euo pipefail
+
+part=${1:-all}
+: "${XTASK:?path of the prebuilt xtask binary}" "${DATA_DIR:?the data directory}" "${OUT:?where results go}"
+CONFIG=${CONFIG:-configs/lm-shakespeare-gpu.toml}
+STEPS=${STEPS:-60}
+WARM=${WARM:-20}
+LOG_EVERY=${LOG_EVERY:-10}
+mkdir -p "$OUT"
+
+# The GPU backends to time (add cuda where the runner was built with `--features wgpu,cuda`).
+BACKENDS=${BACKENDS:-wgpu wgpu-unfused}
+
+# One training run: $1 backend, $2 tag, the rest extra arguments; appends its figures.
+train() {
+  local backend=$1 tag=$2
+  shift 2
+  local run="$OUT/$tag"
+  rm -rf "$run"
+  local start
+  start=$(date +%s)
+  if ! "$XTASK" train --config "$CONFIG" --backend "$backend" --data-dir "$DATA_DIR" --run "$run" \
+    --set train.max_steps="$STEPS" --set train.eval_every=1000000 --set train.log_every="$LOG_EVERY" "$@" \
+    >"$run.out" 2>"$run.err"; then
+    echo "{\"tag\":\"$tag\",\"error\":\"see $run.err\"}" >>"$OUT/summary.jsonl"
+    return 0
+  fi
+  python3 - "$run" "$tag" "$WARM" "$(($(date +%s) - start))" <<'PY' >>"$OUT/summary.jsonl"
+import json, statistics, sys
+run, tag, warm, wall = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+rows = [json.loads(l) for l in open(f"{run}/metrics.jsonl")]
+steps = [r for r in rows if r.get("event") == "train"]
+rates = [r["tokens_per_s"] for r in steps if r["step"] > warm]
+startup = [l.strip() for l in open(f"{run}.out") if l.startswith("start-up")]
+print(json.dumps({"tag": tag, "tokens_per_s_median": statistics.median(rates) if rates else None,
+                  "intervals": len(rates), "last_loss": steps[-1]["loss"] if steps else None,
+                  "wall_s": wall, "start_up": startup[0] if startup else None}))
+PY
+}
+
+if [[ $part == kernels || $part == all ]]; then
+  for backend in $BACKENDS; do
+    for kernels in auto all off; do
+      ATTEND_GPU_KERNELS=$kernels train "$backend" "$backend-$kernels"
+    done
+  done
+fi
+
+if [[ $part == overhead || $part == all ]]; then
+  "$XTASK" bench train --backend wgpu --reps 1 --no-peers 2>"$OUT/overhead.err" | tee -a "$OUT/summary.jsonl"
+fi
+
+if [[ $part == precision || $part == all ]]; then
+  train wgpu wgpu-f32
+  train wgpu wgpu-f16 --set train.precision=f16
+  if [[ $BACKENDS == *cuda* ]]; then
+    train cuda cuda-bf16 --set train.precision=bf16
+  fi
+fi
+
+if [[ $part == peer || $part == all ]]; then
+  : "${PEER:?path of nanogpt_gpu_bench.py}"
+  for precision in fp32 tf32 bf16; do
+    python3 "$PEER" --data "$DATA_DIR/tinyshakespeare/input.txt" --iters 200 --precision "$precision" \
+      2>>"$OUT/peer.err" | python3 -c "import json,sys; [print(json.dumps({'tag':'pytorch-$precision', **json.loads(l)})) for l in sys.stdin if l.startswith('{')]" \
+      | tee -a "$OUT/summary.jsonl"
+  done
+fi
