@@ -203,26 +203,11 @@ pub fn softmax_forward<F: Float, M: Numeric>(
         mask_base = batch * mask.stride(0) + head * mask.stride(1) + query * mask.stride(2);
     }
     let mut shared = SharedMemory::<f32>::new(units);
-    let mut top = f32::new(-3.0e38);
+    let lse = log_sum_exp::<F, M>(x, mask, base, mask_base, d, masked_score, &mut shared, has_mask, units);
     let mut c = UNIT_POS_X as usize;
     while c < d {
         let s = score::<F, M>(x, mask, base, mask_base, c, masked_score, has_mask);
-        top = f32::max(top, s);
-        c += units;
-    }
-    let top = cube_max(top, &mut shared);
-    let mut sum = 0.0f32;
-    c = UNIT_POS_X as usize;
-    while c < d {
-        let s = score::<F, M>(x, mask, base, mask_base, c, masked_score, has_mask);
-        sum += f32::exp(s - top);
-        c += units;
-    }
-    let inverse = 1.0f32 / cube_sum(sum, &mut shared);
-    c = UNIT_POS_X as usize;
-    while c < d {
-        let s = score::<F, M>(x, mask, base, mask_base, c, masked_score, has_mask);
-        out[obase + c] = F::cast_from(f32::exp(s - top) * inverse);
+        out[obase + c] = F::cast_from(f32::exp(s - lse));
         c += units;
     }
 }
@@ -258,26 +243,32 @@ pub fn softmax_backward<F: Float>(
     }
 }
 
-/// `log Σ_v e^{z_v}` of row `base..base + vocab` of `z` (the row's maximum first).
+/// `log Σ_c e^{s_c}` of the row at `base` (`d` columns) of `x`, with the scores `s` of
+/// [`score`] (masked where `has_mask`): the row's maximum first, then the sum of exponentials.
 #[cube]
-fn log_sum_exp<F: Float>(
-    z: &Tensor<F>,
+#[allow(clippy::too_many_arguments)]
+fn log_sum_exp<F: Float, M: Numeric>(
+    x: &Tensor<F>,
+    mask: &Tensor<M>,
     base: usize,
-    vocab: usize,
+    mask_base: usize,
+    d: usize,
+    masked_score: f32,
     shared: &mut SharedMemory<f32>,
+    #[comptime] has_mask: bool,
     #[comptime] units: usize,
 ) -> f32 {
     let mut top = f32::new(-3.0e38);
     let mut c = UNIT_POS_X as usize;
-    while c < vocab {
-        top = f32::max(top, f32::cast_from(z[base + c]));
+    while c < d {
+        top = f32::max(top, score::<F, M>(x, mask, base, mask_base, c, masked_score, has_mask));
         c += units;
     }
     let top = cube_max(top, shared);
     let mut sum = 0.0f32;
     c = UNIT_POS_X as usize;
-    while c < vocab {
-        sum += f32::exp(f32::cast_from(z[base + c]) - top);
+    while c < d {
+        sum += f32::exp(score::<F, M>(x, mask, base, mask_base, c, masked_score, has_mask) - top);
         c += units;
     }
     top + f32::ln(cube_sum(sum, shared))
@@ -301,7 +292,7 @@ pub fn cross_entropy_forward<F: Float, I: Numeric>(
     let vocab = z.shape(1);
     let base = row * z.stride(0);
     let mut shared = SharedMemory::<f32>::new(units);
-    let lse = log_sum_exp::<F>(z, base, vocab, &mut shared, units);
+    let lse = log_sum_exp::<F, I>(z, targets, base, 0, vocab, 0.0f32, &mut shared, false, units);
     let mut sum = 0.0f32;
     let mut c = UNIT_POS_X as usize;
     while c < vocab {
@@ -343,7 +334,7 @@ pub fn cross_entropy_backward<F: Float, I: Numeric>(
     let vocab = z.shape(1);
     let (base, obase) = (row * z.stride(0), row * dz.stride(0));
     let mut shared = SharedMemory::<f32>::new(units);
-    let lse = log_sum_exp::<F>(z, base, vocab, &mut shared, units);
+    let lse = log_sum_exp::<F, I>(z, targets, base, 0, vocab, 0.0f32, &mut shared, false, units);
     let target = u32::cast_from(targets[row * targets.stride(0)]) as usize;
     let g0 = f32::cast_from(grad[row * grad.stride(0)]);
     let g1 = f32::cast_from(grad[row * grad.stride(0) + grad.stride(1)]);
