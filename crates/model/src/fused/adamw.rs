@@ -160,25 +160,25 @@ fn into_new(param: T, grad: T, moments: Option<[T; 2]>, k: Coefficients) -> [T; 
     [tensor(p_out, shape.clone()), tensor(m_out, shape.clone()), tensor(v_out, shape)]
 }
 
-/// The step's scalars in the per-element formulas.
+/// The step's scalars in the per-element formulas (the GPU kernel takes the same ones).
 #[derive(Clone, Copy)]
-struct Coefficients {
-    b1: f32,
-    b2: f32,
+pub(crate) struct Coefficients {
+    pub(crate) b1: f32,
+    pub(crate) b2: f32,
     /// `1 − β₁`, `1 − β₂`.
-    f1: f32,
-    f2: f32,
+    pub(crate) f1: f32,
+    pub(crate) f2: f32,
     /// `1 − β₁ᵗ`, `1 − β₂ᵗ`: bias corrections.
-    c1: f32,
-    c2: f32,
-    eps: f32,
-    lr: f32,
-    decay: f32,
-    exempt: bool,
+    pub(crate) c1: f32,
+    pub(crate) c2: f32,
+    pub(crate) eps: f32,
+    pub(crate) lr: f32,
+    pub(crate) decay: f32,
+    pub(crate) exempt: bool,
 }
 
 impl Coefficients {
-    fn new(s: &AdamWStep) -> Coefficients {
+    pub(crate) fn new(s: &AdamWStep) -> Coefficients {
         let (b1, b2) = (s.beta_1, s.beta_2);
         let (c1, c2) = (1f32 - b1.powi(s.time), 1f32 - b2.powi(s.time));
         let (eps, lr, decay, exempt) = (s.epsilon, s.lr as f32, s.decay as f32, s.decay == 1.0);

@@ -212,6 +212,20 @@ pub trait FusedOps: Backend {
         let grad = Tensor::from_primitive(TensorPrimitive::Float(grad));
         cross_entropy::composed_backward(z, t, grad, smoothing).into_primitive().tensor()
     }
+
+    /// One AdamW update of a parameter ([`adamw`]): `[θ, m, v]` after it, from the parameter,
+    /// its gradient and its moments (`None` on the first update), all of one shape.
+    fn fused_adamw(
+        param: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        moments: Option<[FloatTensor<Self>; 2]>,
+        step: adamw::AdamWStep,
+    ) -> [FloatTensor<Self>; 3] {
+        let shape = param.shape();
+        let flat = |t| as_rank::<Self, 1>(t, [shape.num_elements()]);
+        let out = adamw::composed(flat(param), flat(grad), moments.map(|[m, v]| (flat(m), flat(v))), step);
+        out.map(|t| Self::float_reshape(t.into_primitive().tensor(), shape.clone()))
+    }
 }
 
 /// `1/√(2π)`, the standard normal density at 0.
@@ -324,8 +338,20 @@ pub fn adamw<B: Backend, const D: usize>(
         let out = adamw::cpu(raw(param), raw(grad), moments.map(|(m, v)| [raw(m), raw(v)]), step);
         out.map(|t| same(Tensor::<NdArray<f32>, D>::from_primitive(TensorPrimitive::Float(t))))
     } else {
-        adamw::composed(param, grad, moments, step)
+        on_kernels!(B, K => adamw_on::<B, K, D>(param, grad, moments, step), _ => adamw::composed(param, grad, moments, step))
     }
+}
+
+/// [`adamw`] through `F`'s [`FusedOps::fused_adamw`] (`F` is `B`).
+fn adamw_on<B: Backend, F: FusedOps, const D: usize>(
+    param: Tensor<B, D>,
+    grad: Tensor<B, D>,
+    moments: Option<(Tensor<B, D>, Tensor<B, D>)>,
+    step: adamw::AdamWStep,
+) -> [Tensor<B, D>; 3] {
+    let raw = |t: Tensor<B, D>| same::<Tensor<B, D>, Tensor<F, D>>(t).into_primitive().tensor();
+    let out = F::fused_adamw(raw(param), raw(grad), moments.map(|(m, v)| [raw(m), raw(v)]), step);
+    out.map(|t| same(Tensor::<F, D>::from_primitive(TensorPrimitive::Float(t))))
 }
 
 /// `x` as the matrix of its rows over the last axis.

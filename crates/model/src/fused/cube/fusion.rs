@@ -245,4 +245,23 @@ impl<B: FusionBackend + FusedOps> FusedOps for Fusion<B> {
         });
         dz
     }
+
+    fn fused_adamw(
+        param: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        moments: Option<[FloatTensor<Self>; 2]>,
+        step: crate::fused::adamw::AdamWStep,
+    ) -> [FloatTensor<Self>; 3] {
+        let out = like(&param);
+        let first = moments.is_none();
+        let mut inputs = vec![(param, Kind::Float), (grad, Kind::Float)];
+        inputs.extend(moments.into_iter().flatten().map(|t| (t, Kind::Float)));
+        // The step's scalars travel in the closure: each step registers its own operation.
+        register::<B, 3>("attend::adamw", inputs, [out.clone(), out.clone(), out], move |args| {
+            let mut args = args.into_iter().map(Arg::float);
+            let (param, grad) = (args.next().expect("parameter"), args.next().expect("gradient"));
+            let moments = (!first).then(|| [args.next().expect("first moment"), args.next().expect("second moment")]);
+            B::fused_adamw(param, grad, moments, step)
+        })
+    }
 }

@@ -10,9 +10,11 @@
 //! | LayerNorm | one row pass; one row pass, then the column sums of `dγ`, `dβ` (Burn's reduction) |
 //! | attention | `sQ·Kᵀ` and `P·V` in Burn's matrix product, the mask and softmax in one row pass; the softmax's backward in one row pass between the products |
 //! | softmax + cross-entropy | one row pass over the logits; one (no `[rows, V]` log-probabilities kept) |
+//! | AdamW update of a parameter | one element-wise pass ([`adamw`]) |
 //!
 //! Linear maps stay composed: they are one matrix product each, which Burn's own kernel does.
 
+mod adamw;
 pub mod fusion;
 mod kernels;
 #[cfg(all(test, feature = "wgpu"))]
@@ -343,5 +345,18 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> FusedOps f
             dtypes,
         );
         dz
+    }
+
+    fn fused_adamw(
+        param: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        moments: Option<[FloatTensor<Self>; 2]>,
+        step: crate::fused::adamw::AdamWStep,
+    ) -> [FloatTensor<Self>; 3] {
+        counted();
+        let param = into_contiguous(param);
+        let alike = |t| into_contiguous(alike::<R, F, I, BT>(t, &param));
+        let (grad, moments) = (alike(grad), moments.map(|[m, v]| [alike(m), alike(v)]));
+        adamw::launch(param, grad, moments, step)
     }
 }

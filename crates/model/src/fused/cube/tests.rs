@@ -199,3 +199,37 @@ fn cubecl_cross_entropy_of_a_target_outside_the_vocabulary_is_infinite() {
     assert!((out[0] - 5f32.ln()).abs() < 1e-5, "in the vocabulary: {}", out[0]);
     assert!(out[2].is_infinite() && out[2] > 0.0, "outside the vocabulary: {}", out[2]);
 }
+
+/// Three AdamW updates (the first from zero moments) of a parameter that is not a whole number
+/// of cubes, with decay and exempt from it: the kernel's parameter and moments equal the
+/// composed form's on the same backend within f32 rounding.
+fn adamw_case<B: burn::tensor::backend::Backend>() {
+    use crate::fused::adamw::{composed, AdamWStep};
+    let device = Default::default();
+    let n = 7 * 113; // 791 elements: three cubes of 256 units and part of a fourth
+    let tensor = |seed: u64, scale: f32| {
+        Tensor::<B, 2>::from_data(burn::tensor::TensorData::new(values(n, seed, scale), [n / 7, 7]), &device)
+    };
+    for decay_rate in [0.1, 0.0] {
+        let (mut kernel, mut reference) = ((tensor(21, 0.5), None), (tensor(21, 0.5), None));
+        for time in 1..=3 {
+            let grad = tensor(30 + time as u64, 2.0);
+            let lr = 1e-2 / time as f64;
+            let step = AdamWStep { lr, beta_1: 0.9, beta_2: 0.95, epsilon: 1e-8, decay: 1.0 - lr * decay_rate, time };
+            let [p, m, v] = crate::fused::adamw(kernel.0, grad.clone(), kernel.1, step);
+            kernel = (p, Some((m, v)));
+            let [p, m, v] = composed(reference.0, grad, reference.1, step);
+            reference = (p, Some((m, v)));
+        }
+        let (Some((m, v)), Some((m_ref, v_ref))) = (kernel.1, reference.1) else { unreachable!() };
+        close(&data(kernel.0), &data(reference.0), 1e-6, "parameter");
+        close(&data(m), &data(m_ref), 1e-6, "first moment");
+        close(&data(v), &data(v_ref), 1e-6, "second moment");
+    }
+}
+
+#[test]
+fn cubecl_adamw_update_matches_the_composed_form() {
+    let _turn = serial();
+    on_both("AdamW", adamw_case::<burn_wgpu::Wgpu>, adamw_case::<WgpuUnfused>);
+}
