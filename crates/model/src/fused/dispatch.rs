@@ -33,18 +33,34 @@ pub(super) type WgpuUnfused = burn_wgpu::CubeBackend<burn_wgpu::WgpuRuntime, f32
 impl Kernels {
     /// Which backend with kernels `B` is, if any.
     pub(super) fn of<B: 'static>() -> Kernels {
+        Self::under::<B>(gpu_kernels())
+    }
+
+    /// Which backend with kernels `B` is for the optimizer's update of a parameter. Under
+    /// `auto` the GPU backends with burn-fusion take it too: fusion fuses the composed update's
+    /// ~15 operations into few kernels, but the training thread still hands each operation
+    /// over to the device's threads one by one, where the kernel is one custom operation
+    /// (docs/benchmarks.md, "Operations per step on the GPU").
+    pub(super) fn for_updates<B: 'static>() -> Kernels {
+        match gpu_kernels() {
+            GpuKernels::Unfused => Self::under::<B>(GpuKernels::All),
+            mode => Self::under::<B>(mode),
+        }
+    }
+
+    fn under<B: 'static>(mode: GpuKernels) -> Kernels {
         if is::<B, Autodiff<NdArray<f32>>>() {
             Kernels::CpuAutodiff
         } else if is::<B, NdArray<f32>>() {
             Kernels::Cpu
         } else {
-            Self::gpu::<B>()
+            Self::gpu::<B>(mode)
         }
     }
 
-    fn gpu<B: 'static>() -> Kernels {
+    fn gpu<B: 'static>(mode: GpuKernels) -> Kernels {
         let kernels = Self::cuda::<B>().or_else(Self::wgpu::<B>);
-        match (gpu_kernels(), kernels) {
+        match (mode, kernels) {
             (GpuKernels::Off, _) => Kernels::None,
             (GpuKernels::Unfused, Some((_, true))) => Kernels::None,
             (_, Some((kernels, _))) => kernels,
@@ -149,9 +165,18 @@ thread_local! {
 
 /// `$fused` with the type `$K` naming the backend with kernels that `$B` is, else
 /// `$composed`: `on_kernels!(B, K => on::<B, K>(x), _ => composed(x))`.
+/// `on_kernels!(updates B, ..)` chooses by [`Kernels::for_updates`] instead.
 macro_rules! on_kernels {
     ($B:ty, $K:ident => $fused:expr, _ => $composed:expr) => {
-        match $crate::fused::dispatch::Kernels::of::<$B>() {
+        $crate::fused::dispatch::on_kernels!(@match $crate::fused::dispatch::Kernels::of::<$B>(), $K => $fused, _ => $composed)
+    };
+    (updates $B:ty, $K:ident => $fused:expr, _ => $composed:expr) => {
+        $crate::fused::dispatch::on_kernels!(
+            @match $crate::fused::dispatch::Kernels::for_updates::<$B>(), $K => $fused, _ => $composed
+        )
+    };
+    (@match $kernels:expr, $K:ident => $fused:expr, _ => $composed:expr) => {
+        match $kernels {
             $crate::fused::dispatch::Kernels::CpuAutodiff => {
                 type $K = burn::backend::Autodiff<burn_ndarray::NdArray<f32>>;
                 $fused

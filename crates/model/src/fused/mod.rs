@@ -338,7 +338,7 @@ pub fn adamw<B: Backend, const D: usize>(
         let out = adamw::cpu(raw(param), raw(grad), moments.map(|(m, v)| [raw(m), raw(v)]), step);
         out.map(|t| same(Tensor::<NdArray<f32>, D>::from_primitive(TensorPrimitive::Float(t))))
     } else {
-        on_kernels!(B, K => adamw_on::<B, K, D>(param, grad, moments, step), _ => adamw::composed(param, grad, moments, step))
+        on_kernels!(updates B, K => adamw_on::<B, K, D>(param, grad, moments, step), _ => adamw::composed(param, grad, moments, step))
     }
 }
 

@@ -9,9 +9,9 @@
 use cubecl::prelude::*;
 
 use crate::fused::adamw::{AdamWStep, Coefficients};
+use burn::tensor::TensorMetadata;
 use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::CubeRuntime;
-use burn::tensor::TensorMetadata;
 
 /// `θ ← θ·decay − lr · (m/c₁) / (√(v/c₂) + ε)` after `m ← β₁m + (1 − β₁)g`, `v ← β₂v + (1 − β₂)g²`
 /// (`first`: the moments start at zero and are not read).

@@ -233,3 +233,19 @@ fn cubecl_adamw_update_matches_the_composed_form() {
     let _turn = serial();
     on_both("AdamW", adamw_case::<burn_wgpu::Wgpu>, adamw_case::<WgpuUnfused>);
 }
+
+/// The optimizer's update takes the kernel under `auto` on both GPU backends, fusion included
+/// (one custom operation instead of ~15 handed to the device's threads), and none under `off`.
+#[test]
+fn by_default_the_adamw_update_takes_the_kernel_with_and_without_fusion() {
+    let _turn = serial();
+    let runs = |mode: GpuKernels, run: fn()| {
+        TEST_GPU_KERNELS.with(|m| m.set(Some(mode)));
+        let before = CALLS.load(Ordering::Relaxed);
+        run();
+        CALLS.load(Ordering::Relaxed) > before
+    };
+    assert!(runs(GpuKernels::Unfused, adamw_case::<burn_wgpu::Wgpu>), "auto: wgpu (fusion) ran no AdamW kernel");
+    assert!(runs(GpuKernels::Unfused, adamw_case::<WgpuUnfused>), "auto: wgpu-unfused ran no AdamW kernel");
+    assert!(!runs(GpuKernels::Off, adamw_case::<burn_wgpu::Wgpu>), "off: wgpu (fusion) ran the AdamW kernel");
+}
