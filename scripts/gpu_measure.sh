@@ -5,7 +5,7 @@
 # writes its metrics under $OUT and one JSON line per figure to $OUT/summary.jsonl.
 #
 #   XTASK=./xtask DATA_DIR=../shared/data PEER=../shared/bench/peers/nanogpt_gpu_bench.py \
-#     OUT=/tmp/gpu scripts/gpu_measure.sh kernels|overhead|precision|peer|all
+#     OUT=/tmp/gpu scripts/gpu_measure.sh kernels|overhead|precision|peer|growth|trace|all
 #
 # - kernels:   nanoGPT's GPU configuration (configs/lm-shakespeare-gpu.toml) on wgpu and
 #              wgpu-unfused (and cuda, if the runner has it) with ATTEND_GPU_KERNELS = auto,
@@ -13,6 +13,12 @@
 # - overhead:  `bench train --backend wgpu`: the fixed per-step overhead t(1) − (t(8) − t(1))/7.
 # - precision: the same configuration in f16 on wgpu (and bf16 on cuda), against f32.
 # - peer:      PyTorch on the same GPU: fp32, tf32, bf16 autocast (nanogpt_gpu_bench.py).
+# - growth:    the issue's slow-down: GROWTH_STEPS (default 300) steps at batch 16, logging every
+#              step, with each thread's CPU milliseconds per step every 5 s (thread_cpu.py):
+#              which thread's work grows with the step number, if any.
+# - trace:     burn-fusion's executions, kernels and operations per step (BURN_FUSION_LOG=full,
+#              2 and 6 steps, fusion_trace.py), for `auto` and `off`; the same on every machine.
+#              Not part of `all` (the log of nanoGPT's model is large): run it on its own.
 #
 # CONFIG, STEPS (default 60), WARM (default 20), LOG_EVERY (default 10) and BACKENDS (default
 # "wgpu wgpu-unfused"; add cuda for a runner built with it) override.
@@ -74,6 +80,39 @@ if [[ $part == precision || $part == all ]]; then
   if [[ $BACKENDS == *cuda* ]]; then
     train cuda cuda-bf16 --set train.precision=bf16
   fi
+fi
+
+here=$(cd "$(dirname "$0")" && pwd)
+
+if [[ $part == growth || $part == all ]]; then
+  run="$OUT/growth"
+  rm -rf "$run"
+  python3 "$here/thread_cpu.py" --run "$run" --every 5 --out "$OUT/growth.jsonl" -- \
+    "$XTASK" train --config "$CONFIG" --backend wgpu --data-dir "$DATA_DIR" --run "$run" \
+    --set train.batch_size=16 --set train.max_steps="${GROWTH_STEPS:-300}" --set train.eval_every=1000000 \
+    --set train.checkpoint_every=1000000 --set train.log_every=1 >"$OUT/growth.out" 2>"$OUT/growth.err" || true
+  python3 - "$OUT/growth.jsonl" <<'PY' | tee -a "$OUT/summary.jsonl"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+print(json.dumps({"tag": "growth", "windows": [{"step": r["step"], "ms_per_step": round(r["wall_ms_per_step"], 1),
+      "cpu_ms_per_step": {k: round(v, 1) for k, v in r["cpu_ms_per_step"].items()}} for r in rows]}))
+PY
+fi
+
+if [[ $part == trace ]]; then
+  for kernels in auto off; do
+    for steps in 2 6; do
+      ATTEND_GPU_KERNELS=$kernels BURN_FUSION_LOG=full "$XTASK" train --config "$CONFIG" --backend wgpu \
+        --data-dir "$DATA_DIR" --run "$OUT/trace-$kernels-$steps" --set train.max_steps=$steps \
+        --set train.eval_every=1000000 --set train.checkpoint_every=1000000 --set train.eval_batches=1 \
+        >/dev/null 2>"$OUT/trace-$kernels-$steps.err" || true
+      rm -rf "$OUT/trace-$kernels-$steps"
+    done
+    python3 "$here/fusion_trace.py" "$OUT/trace-$kernels-2.err:2" "$OUT/trace-$kernels-6.err:6" |
+      python3 -c "import json,sys; print(json.dumps({'tag': 'trace-$kernels', **json.load(sys.stdin)}))" |
+      tee -a "$OUT/summary.jsonl"
+    rm -f "$OUT/trace-$kernels-2.err" "$OUT/trace-$kernels-6.err"
+  done
 fi
 
 if [[ $part == peer || $part == all ]]; then
