@@ -57,8 +57,8 @@ pub fn attention_with_scale<B: Backend>(
         let [context, weights] = attention(q, k, v, mask, scale);
         return (context, weights);
     }
-    let q = q.mul_scalar(scale);
-    let mut scores = q.matmul(k.swap_dims(2, 3)); // [batch, heads, queries, keys]
+    // The scale after the product, as nanoGPT does (and as burn-fusion needs: fused/attention.rs).
+    let mut scores = q.matmul(k.swap_dims(2, 3)).mul_scalar(scale); // [batch, heads, queries, keys]
     if let Some(mask) = mask {
         scores = scores.mask_fill(mask.expand([batch, heads, queries, keys]), MASKED_SCORE);
     }

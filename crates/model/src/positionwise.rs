@@ -21,31 +21,22 @@ use crate::fused::Weight;
 /// - `x`: `[batch, len, d_in]`
 /// - output: `[batch, len, d_out]`
 ///
-/// One position (`len` = 1, each step of cached decoding) goes through `Linear` unflattened:
-/// on burn-wgpu 0.21 with fusion, flattening `[batch, 1, d]` to `[batch, d]` there gave wrong
-/// values for the cross-attention query of a cached translation step (the
-/// `cache_incremental_decoding_equals_full_forward` invariance test, batch 1 and 2; forcing
-/// the projection to execute before the attention hid the error, so it is the fused graph's,
-/// not the arithmetic's). There is nothing to gain from flattening one position anyway.
+/// Single positions (`len` = 1, each step of cached decoding) are flattened too. (They once went
+/// through `Linear` unflattened: a cached step's attention scores came out wrong on burn-wgpu
+/// with fusion. The cause was the scaled queries' fused read, not the flattening; see
+/// `crate::fused::attention`'s composed form and docs/burn.md.)
 pub fn positionwise<B: Backend>(layer: &Linear<B>, x: Tensor<B, 3>) -> Tensor<B, 3> {
-    if x.dims()[1] == 1 {
-        return layer.forward(x);
-    }
     let bias = layer.bias.as_ref().map(|b| b.val());
     crate::fused::linear(x, layer.weight.val(), bias, Weight::InOut)
 }
 
 /// `x Mᵀ` for every position of `x`, with `m` stored `[d_out, d_in]` (a tied embedding).
-/// One position is not flattened, as in [`positionwise`].
 ///
 /// # Shapes
 /// - `x`: `[batch, len, d_in]`
 /// - `m`: `[d_out, d_in]`
 /// - output: `[batch, len, d_out]`
 pub fn positionwise_transposed<B: Backend>(x: Tensor<B, 3>, m: Tensor<B, 2>) -> Tensor<B, 3> {
-    if x.dims()[1] == 1 {
-        return burn::tensor::module::linear(x, m.transpose(), None);
-    }
     crate::fused::linear(x, m, None, Weight::OutIn)
 }
 

@@ -318,3 +318,32 @@ proptest! {
         prop_assert_eq!(params as u64, count(&config, vocab).params);
     }
 }
+
+/// Cached decoding one position at a time gives the full forward pass's logits for batches of
+/// 1 to 3 rows, with and without biases, for the LM and the translation decoder (beam search
+/// decodes its beams as a batch). On burn-wgpu with fusion, scaling the queries before `QKᵀ`
+/// gave a bias-free translation decoder's cached steps wrong scores (docs/burn.md).
+#[test]
+fn cached_decoding_equals_full_forward_for_every_batch_with_and_without_biases() {
+    let len = 5;
+    for bias in [true, false] {
+        for batch in 1..=3 {
+            let config = ModelConfig { bias, ..small(Arch::Lm, 4, 2, 2) };
+            let ids: Vec<i64> = (0..batch * len).map(|i| ((i * 7 + 3) % 11) as i64).collect();
+            let column = |c: usize| tokens(&(0..batch).map(|r| ids[r * len + c]).collect::<Vec<_>>(), batch);
+
+            TestBackend::seed(&device(), 7);
+            let lm = config.init_lm::<TestBackend>(11, &device());
+            let mut cache = lm.empty_cache();
+            let steps: Vec<_> = (0..len).map(|c| lm.forward_cached(column(c), &mut cache, None).0).collect();
+            assert_close(Tensor::cat(steps, 1), lm.forward(tokens(&ids, batch)));
+
+            let mt = ModelConfig { arch: Arch::Seq2seq, ..config }.init_seq2seq::<TestBackend>(11, &device());
+            let source: Vec<i64> = (0..batch * 4).map(|i| ((i * 5 + 1) % 11) as i64).collect();
+            let source = tokens(&source, batch);
+            let mut cache = mt.begin(mt.encode(source.clone(), None));
+            let steps: Vec<_> = (0..len).map(|c| mt.forward_cached(column(c), &mut cache)).collect();
+            assert_close(Tensor::cat(steps, 1), mt.forward(source, None, tokens(&ids, batch)));
+        }
+    }
+}

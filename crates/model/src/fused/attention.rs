@@ -29,6 +29,13 @@ use super::wide::{lanes_dot, wide};
 use crate::mask::MASKED_SCORE;
 
 /// `[O, P]`, composed of Burn's operations.
+///
+/// The scale multiplies the product `QKᵀ`, as nanoGPT's and GPT-2's attention do, not `Q`
+/// before it: burn-fusion 0.21 (wgpu, cuda) computes wrong scores when the product's operand is
+/// an element-wise operation over a reshaped view with a unit axis, which is what a cached
+/// decoding step's queries (`[batch, 1, d]` split into heads, then scaled) are. docs/burn.md,
+/// "Fused matrix products that read a unit-axis view"; the test
+/// `cached_decoding_equals_full_forward_for_every_batch_with_and_without_biases`.
 pub(super) fn composed<B: Backend>(
     q: Tensor<B, 4>,
     k: Tensor<B, 4>,
@@ -38,7 +45,7 @@ pub(super) fn composed<B: Backend>(
 ) -> [Tensor<B, 4>; 2] {
     let [batch, heads, queries, _] = q.dims();
     let keys = k.dims()[2];
-    let mut scores = q.mul_scalar(scale).matmul(k.swap_dims(2, 3));
+    let mut scores = q.matmul(k.swap_dims(2, 3)).mul_scalar(scale);
     if let Some(mask) = mask {
         scores = scores.mask_fill(mask.expand([batch, heads, queries, keys]), MASKED_SCORE);
     }
