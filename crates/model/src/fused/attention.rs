@@ -31,7 +31,7 @@ use crate::mask::MASKED_SCORE;
 /// `[O, P]`, composed of Burn's operations.
 ///
 /// The scale multiplies the product `QKᵀ`, as nanoGPT's and GPT-2's attention do, not `Q`
-/// before it: burn-fusion 0.21 (wgpu, cuda) computes wrong scores when the product's operand is
+/// before it: burn-fusion 0.21 (seen on wgpu) computes wrong scores when the product's operand is
 /// an element-wise operation over a reshaped view with a unit axis, which is what a cached
 /// decoding step's queries (`[batch, 1, d]` split into heads, then scaled) are. docs/burn.md,
 /// "Fused matrix products that read a unit-axis view"; the test
