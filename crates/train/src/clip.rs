@@ -1,10 +1,15 @@
 //! Clipping by the **global** gradient norm, as PyTorch's `clip_grad_norm_` (Burn clips each
 //! parameter's gradient on its own): `g ← g · min(1, c / (‖g‖₂ + 1e-6))` with `‖g‖₂` over all
 //! parameters together, computed on the device (no value read back to the host).
+//!
+//! [`clip_factor`] computes the factor; AdamW multiplies it into its update of each parameter
+//! (one pass instead of two: [`crate::optimizer`]), the other optimizers take the gradients
+//! scaled by [`scale_gradients`] first.
 
 use burn::module::{AutodiffModule, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
 use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::ops::FloatTensor;
 use burn::tensor::Tensor;
 
 /// Scales the gradients so that their global L2 norm is at most `max_norm`, as PyTorch's
@@ -15,35 +20,57 @@ pub fn clip_global_norm<B: AutodiffBackend, M: AutodiffModule<B>>(
     grads: &mut GradientsParams,
     max_norm: f64,
 ) {
-    if max_norm <= 0.0 {
-        return;
+    if let Some(factor) = clip_factor(module, grads, max_norm) {
+        scale_gradients(module, grads, factor);
     }
-    let mut sum = SquaredNorm::<B::InnerBackend> { grads, total: None };
-    module.visit(&mut sum);
-    let Some(total) = sum.total else { return };
+}
+
+/// The factor `min(1, c / (‖g‖₂ + 1e-6))` (shape `[1]`, on the device) that clips the
+/// gradients to global norm `c` = `max_norm`; `None` where `max_norm` is 0 or no parameter has
+/// a gradient.
+pub fn clip_factor<B: AutodiffBackend, M: AutodiffModule<B>>(
+    module: &M,
+    grads: &GradientsParams,
+    max_norm: f64,
+) -> Option<Tensor<B::InnerBackend, 1>> {
+    if max_norm <= 0.0 {
+        return None;
+    }
+    let mut squares = Gradients::<B::InnerBackend> { grads, list: Vec::new() };
+    module.visit(&mut squares);
+    if squares.list.is_empty() {
+        return None;
+    }
+    // One operation where the backend has a kernel (not three per parameter).
+    let total = attend_model::fused::squared_norm(squares.list);
     let limit = Tensor::<B::InnerBackend, 1>::full([1], max_norm, &total.device());
-    let factor = limit.div(total.sqrt().add_scalar(1e-6)).clamp_max(1.0);
+    Some(limit.div(total.sqrt().add_scalar(1e-6)).clamp_max(1.0))
+}
+
+/// Multiplies every gradient by `factor` (shape `[1]`).
+pub fn scale_gradients<B: AutodiffBackend, M: AutodiffModule<B>>(
+    module: &M,
+    grads: &mut GradientsParams,
+    factor: Tensor<B::InnerBackend, 1>,
+) {
     module.visit(&mut ScaleGrads::<B::InnerBackend> { grads, factor });
 }
 
-struct SquaredNorm<'a, B: Backend> {
+/// The gradients of the parameters visited, in the module's order.
+struct Gradients<'a, B: Backend> {
     grads: &'a GradientsParams,
-    total: Option<Tensor<B, 1>>,
+    list: Vec<FloatTensor<B>>,
 }
 
-impl<B: AutodiffBackend> ModuleVisitor<B> for SquaredNorm<'_, B::InnerBackend> {
+impl<B: AutodiffBackend> ModuleVisitor<B> for Gradients<'_, B::InnerBackend> {
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
         if let Some(g) = self.grads.get::<B::InnerBackend, D>(param.id) {
-            let s = g.powi_scalar(2).sum();
-            self.total = Some(match self.total.take() {
-                Some(t) => t + s,
-                None => s,
-            });
+            self.list.push(g.into_primitive().tensor());
         }
     }
 }
 
-/// Multiplies every gradient by `factor` (shape `[1]`).
+/// Multiplies every gradient it visits by `factor` (shape `[1]`).
 struct ScaleGrads<'a, B: Backend> {
     grads: &'a mut GradientsParams,
     factor: Tensor<B, 1>,

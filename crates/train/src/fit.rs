@@ -26,7 +26,6 @@ use crate::accumulate::accumulate;
 use crate::average::{average_checkpoints, load_weights, write_averaged};
 use crate::base_run::{start_from, BaseRun};
 use crate::checkpoint::{self, TrainState};
-use crate::clip::clip_global_norm;
 use crate::config::RunConfig;
 use crate::error::{io_err, TrainError};
 use crate::finetune::{freeze, param_counts};
@@ -337,8 +336,7 @@ fn update<B: AutodiffBackend, M: AutodiffModule<B>>(
             return Ok((model, lr, false));
         }
     }
-    clip_global_norm(&model, &mut grads, config.train.clip_norm);
-    Ok((optim.step(step, lr, model, grads), lr, true))
+    Ok((optim.step(step, lr, model, grads, config.train.clip_norm), lr, true))
 }
 
 /// A non-finite training loss stops the run, naming the step and the last good checkpoint.

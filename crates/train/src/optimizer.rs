@@ -3,7 +3,8 @@
 //! its momentum dampening 0.1), plus what Burn lacks (docs/burn.md):
 //!
 //! - clipping by the **global** gradient norm ([`crate::clip`]), as PyTorch's `clip_grad_norm_`:
-//!   `g ← g · min(1, c / (‖g‖₂ + 1e-6))` with `‖g‖₂` over all parameters together;
+//!   `g ← g · min(1, c / (‖g‖₂ + 1e-6))` with `‖g‖₂` over all parameters together; AdamW
+//!   multiplies the factor into its one pass over each parameter;
 //! - AdamW **decay groups** as nanoGPT: decoupled decay `θ ← θ(1 − lr·λ)` on parameters of
 //!   two or more dimensions (matrices, embeddings) only; biases and LayerNorm gains are exempt.
 //!   [`GroupedAdamW`] is that AdamW, each parameter's update one pass
@@ -24,12 +25,14 @@ use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::Tensor;
 
 use crate::asgd::IterateMean;
+use crate::clip::{clip_factor, scale_gradients};
 use crate::config::{OptimizerKind, TrainConfig};
 
 /// One of the optimizers, chosen by `train.optimizer`.
 pub enum Optim<B: AutodiffBackend, M: AutodiffModule<B>> {
     Adam(OptimizerAdaptor<Adam, M, B>),
-    AdamW(OptimizerAdaptor<GroupedAdamW, M, B>),
+    /// AdamW, and the cell through which a step hands it clipping's factor.
+    AdamW(OptimizerAdaptor<GroupedAdamW<B::InnerBackend>, M, B>, GradScale<B::InnerBackend>),
     Sgd(OptimizerAdaptor<Sgd<B::InnerBackend>, M, B>),
     /// SGD steps, and the mean of the iterates from `train.asgd_start` on.
     Asgd(OptimizerAdaptor<Sgd<B::InnerBackend>, M, B>, IterateMean<M::InnerModule>),
@@ -47,22 +50,38 @@ impl<B: AutodiffBackend, M: AutodiffModule<B>> Optim<B, M> {
                     .with_weight_decay(decay)
                     .init(),
             ),
-            OptimizerKind::Adamw => Optim::AdamW(OptimizerAdaptor::from(GroupedAdamW {
-                beta_1: c.beta1 as f32,
-                beta_2: c.beta2 as f32,
-                epsilon: c.eps as f32,
-                weight_decay: c.weight_decay,
-            })),
+            OptimizerKind::Adamw => {
+                let grad_scale = GradScale::default();
+                let adamw = GroupedAdamW {
+                    beta_1: c.beta1 as f32,
+                    beta_2: c.beta2 as f32,
+                    epsilon: c.eps as f32,
+                    weight_decay: c.weight_decay,
+                    grad_scale: grad_scale.clone(),
+                };
+                Optim::AdamW(OptimizerAdaptor::from(adamw), grad_scale)
+            }
             OptimizerKind::Sgd => Optim::Sgd(sgd(c, decay)),
             OptimizerKind::Asgd => Optim::Asgd(sgd(c, decay), IterateMean::new(c.asgd_start)),
         }
     }
 
-    /// Update number `step` with learning rate `lr`.
-    pub fn step(&mut self, step: u64, lr: f64, module: M, grads: GradientsParams) -> M {
+    /// Update number `step` with learning rate `lr`, the gradients first clipped to global norm
+    /// `clip_norm` (0: not clipped). AdamW multiplies clipping's factor into its update of each
+    /// parameter; the others take the gradients scaled first.
+    pub fn step(&mut self, step: u64, lr: f64, module: M, mut grads: GradientsParams, clip_norm: f64) -> M {
+        let factor = clip_factor(&module, &grads, clip_norm);
+        if let (Some(factor), false) = (&factor, matches!(self, Optim::AdamW(..))) {
+            scale_gradients(&module, &mut grads, factor.clone());
+        }
         match self {
             Optim::Adam(o) => o.step(lr, module, grads),
-            Optim::AdamW(o) => o.step(lr, module, grads),
+            Optim::AdamW(o, grad_scale) => {
+                grad_scale.set(factor);
+                let module = o.step(lr, module, grads);
+                grad_scale.set(None);
+                module
+            }
             Optim::Sgd(o) => o.step(lr, module, grads),
             Optim::Asgd(o, mean) => {
                 let module = o.step(lr, module, grads);
@@ -93,7 +112,7 @@ impl<B: AutodiffBackend, M: AutodiffModule<B>> Optim<B, M> {
         let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
         match self {
             Optim::Adam(o) => Recorder::<B>::record(&recorder, o.to_record(), path.into()),
-            Optim::AdamW(o) => Recorder::<B>::record(&recorder, o.to_record(), path.into()),
+            Optim::AdamW(o, _) => Recorder::<B>::record(&recorder, o.to_record(), path.into()),
             Optim::Sgd(o) => Recorder::<B>::record(&recorder, o.to_record(), path.into()),
             Optim::Asgd(o, mean) => {
                 Recorder::<B>::record(&recorder, o.to_record(), path.into())?;
@@ -108,7 +127,9 @@ impl<B: AutodiffBackend, M: AutodiffModule<B>> Optim<B, M> {
         let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
         Ok(match self {
             Optim::Adam(o) => Optim::Adam(o.load_record(Recorder::<B>::load(&recorder, path.into(), device)?)),
-            Optim::AdamW(o) => Optim::AdamW(o.load_record(Recorder::<B>::load(&recorder, path.into(), device)?)),
+            Optim::AdamW(o, grad_scale) => {
+                Optim::AdamW(o.load_record(Recorder::<B>::load(&recorder, path.into(), device)?), grad_scale)
+            }
             Optim::Sgd(o) => Optim::Sgd(o.load_record(Recorder::<B>::load(&recorder, path.into(), device)?)),
             Optim::Asgd(o, mean) => {
                 let o = o.load_record(Recorder::<B>::load(&recorder, path.into(), device)?);
@@ -146,17 +167,41 @@ fn sgd<B: AutodiffBackend, M: AutodiffModule<B>>(
 /// two or more dimensions only (nanoGPT's decay groups), then the Adam step with bias
 /// correction and ε added after the root. Parameters without a gradient (frozen) are not
 /// touched at all, decay included, as in PyTorch. The update of each parameter is one pass
-/// where the backend has a kernel; its state is Burn's `AdamWState`, so checkpoints keep the
-/// format Burn's `AdamW` writes.
+/// where the backend has a kernel, clipping's factor ([`GradScale`]) multiplied in; its state
+/// is Burn's `AdamWState`, so checkpoints keep the format Burn's `AdamW` writes.
 #[derive(Clone, Debug)]
-pub struct GroupedAdamW {
+pub struct GroupedAdamW<B: Backend> {
     pub beta_1: f32,
     pub beta_2: f32,
     pub epsilon: f32,
     pub weight_decay: f64,
+    /// The factor the gradients of the step being taken are multiplied by (clipping's), if any.
+    pub grad_scale: GradScale<B>,
 }
 
-impl<B: Backend> SimpleOptimizer<B> for GroupedAdamW {
+/// The gradients' factor for the step being taken, shared between [`Optim::step`], which
+/// sets it, and [`GroupedAdamW`], which reads it: Burn's `SimpleOptimizer::step` takes only
+/// the learning rate, and its adaptor lends the optimizer out by shared reference only.
+#[derive(Clone, Debug)]
+pub struct GradScale<B: Backend>(std::sync::Arc<std::sync::Mutex<Option<Tensor<B, 1>>>>);
+
+impl<B: Backend> Default for GradScale<B> {
+    fn default() -> Self {
+        GradScale(Default::default())
+    }
+}
+
+impl<B: Backend> GradScale<B> {
+    fn set(&self, factor: Option<Tensor<B, 1>>) {
+        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = factor;
+    }
+
+    fn get(&self) -> Option<Tensor<B, 1>> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+}
+
+impl<B: Backend> SimpleOptimizer<B> for GroupedAdamW<B> {
     type State<const D: usize> = AdamWState<B, D>;
 
     fn step<const D: usize>(
@@ -176,7 +221,7 @@ impl<B: Backend> SimpleOptimizer<B> for GroupedAdamW {
             decay: if D >= 2 && self.weight_decay > 0.0 { 1.0 - lr * self.weight_decay } else { 1.0 },
             time: time as i32,
         };
-        let [tensor, moment_1, moment_2] = fused::adamw(tensor, grad, moments, step);
+        let [tensor, moment_1, moment_2] = fused::adamw(tensor, grad, moments, self.grad_scale.get(), step);
         (tensor, Some(AdamWState::new(AdaptiveMomentumState::new(time, moment_1, moment_2))))
     }
 
@@ -200,7 +245,7 @@ mod tests {
         let x = Tensor::<B, 2>::from_data([[2.0f32]], &layer.weight.device());
         let loss = layer.forward(x).powi_scalar(2).sum().div_scalar(2.0);
         let grads = GradientsParams::from_grads(loss.backward(), &layer);
-        optim.step(step, lr, layer, grads)
+        optim.step(step, lr, layer, grads, 0.0)
     }
 
     /// Two steps of `optimizer` on one weight w₀ = 0.5 with loss ½(2w)², whose gradient is 4w.
@@ -289,6 +334,42 @@ mod tests {
         let back =
             Optim::<B, Linear<B>>::new(&config.train).load(&dir.path().join("optimizer"), 3, &layer, &device).unwrap();
         assert!((value(&back.eval_weights(&layer)) - 0.144).abs() < 1e-6, "the mean loads back");
+    }
+
+    /// `Optim::step` with a clipping norm takes the same step, bit for bit, as clipping the
+    /// gradients first and stepping without: AdamW multiplies the factor into its update, the
+    /// others scale the gradients. The norm is small enough that clipping changes the step.
+    #[test]
+    fn stepping_with_a_clip_norm_equals_clipping_first_bit_for_bit_for_every_optimizer() {
+        let device = Default::default();
+        for optimizer in ["adamw", "adam", "sgd"] {
+            let sets = [format!("train.optimizer={optimizer}"), "train.lr=0.1".into(), "train.weight_decay=0.1".into()];
+            let config = crate::config::RunConfig::load(None, &sets).unwrap();
+            // Weights from data: a freshly initialized layer's clones would each draw their own.
+            let mut start = LinearConfig::new(3, 2).init::<B>(&device);
+            start.weight = Param::from_tensor(Tensor::from_data([[0.5f32, -0.2], [0.1, 0.3], [-0.4, 0.25]], &device));
+            start.bias = Some(Param::from_tensor(Tensor::from_data([0.05f32, -0.1], &device)));
+            let grads_of = |layer: &Linear<B>| {
+                let x = Tensor::<B, 2>::from_data([[2.0f32, -1.0, 0.5], [0.3, 0.7, -2.0]], &device);
+                GradientsParams::from_grads(layer.forward(x).powi_scalar(2).sum().backward(), layer)
+            };
+            let weights = |layer: &Linear<B>| -> Vec<f32> {
+                let bias = layer.bias.as_ref().unwrap().val().into_data().to_vec::<f32>().unwrap();
+                layer.weight.val().into_data().to_vec::<f32>().unwrap().into_iter().chain(bias).collect()
+            };
+            let (mut inside, mut first) = (start.clone(), start.clone());
+            let (mut optim_inside, mut optim_first) = (Optim::new(&config.train), Optim::new(&config.train));
+            let mut unclipped = (start, Optim::new(&config.train));
+            for step in 1..=3 {
+                inside = optim_inside.step(step, 0.1, inside.clone(), grads_of(&inside), 0.01);
+                let mut grads = grads_of(&first);
+                crate::clip::clip_global_norm(&first, &mut grads, 0.01);
+                first = optim_first.step(step, 0.1, first.clone(), grads, 0.0);
+                unclipped.0 = unclipped.1.step(step, 0.1, unclipped.0.clone(), grads_of(&unclipped.0), 0.0);
+            }
+            assert_eq!(weights(&inside), weights(&first), "{optimizer}");
+            assert_ne!(weights(&inside), weights(&unclipped.0), "{optimizer}: clipping changed nothing");
+        }
     }
 
     /// SGD with momentum 0.9 (PyTorch's: no dampening), lr 0.1, by hand: g₁ = 2, buffer 2,

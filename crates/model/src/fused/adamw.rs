@@ -3,6 +3,7 @@
 //! about fifteen passes, each allocating a new buffer:
 //!
 //! ```text
+//! g ← g·s                          (s: the gradient's scale, clipping's factor; 1 without)
 //! m ← β₁·m + (1 − β₁)·g            v ← β₂·v + (1 − β₂)·g²
 //! m̂ = m / (1 − β₁ᵗ)                v̂ = v / (1 − β₂ᵗ)
 //! θ ← θ·decay − lr · m̂ / (√v̂ + ε)   (decay = 1 − lr·λ, or 1 where the parameter is exempt)
@@ -38,13 +39,19 @@ pub struct AdamWStep {
 }
 
 /// The composed form in Burn's tensor operations: `(θ, m, v)` after the update; `moments`
-/// `None` on the first update (moments start at zero).
+/// `None` on the first update (moments start at zero); `scale` (shape `[1]`, on the device)
+/// multiplies the gradient first, as clipping by the global norm does.
 pub fn composed<B: Backend, const D: usize>(
     param: Tensor<B, D>,
     grad: Tensor<B, D>,
     moments: Option<(Tensor<B, D>, Tensor<B, D>)>,
+    scale: Option<Tensor<B, 1>>,
     s: AdamWStep,
 ) -> [Tensor<B, D>; 3] {
+    let grad = match scale {
+        Some(scale) => grad.mul(scale.reshape([1; D])),
+        None => grad,
+    };
     let (f1, f2) = (1.0 - s.beta_1, 1.0 - s.beta_2);
     let (m, v) = match moments {
         Some((m, v)) => (
@@ -64,12 +71,18 @@ type T = FloatTensor<NdArray<f32>>;
 
 /// The kernel: one parallel pass; in place where the update holds the only reference to the
 /// parameter and both moments (as every update after the first does in training), else into
-/// three new buffers. Both ways compute the same bits.
-pub fn cpu(param: T, grad: T, moments: Option<[T; 2]>, s: AdamWStep) -> [T; 3] {
+/// three new buffers. Both ways compute the same bits. `scale` (`[1]`) multiplies the gradient
+/// first; without one the gradient is multiplied by 1, which leaves every value as it is.
+pub fn cpu(param: T, grad: T, moments: Option<[T; 2]>, scale: Option<T>, s: AdamWStep) -> [T; 3] {
+    let scale = scale.map_or(1.0, |t| {
+        let (_, v) = values(t);
+        assert_eq!(v.len(), 1, "AdamW: the gradient's scale has one element");
+        v[0]
+    });
     let k = Coefficients::new(&s);
     match moments {
-        Some([m, v]) if writable(&param) && writable(&m) && writable(&v) => in_place([param, m, v], grad, k),
-        moments => into_new(param, grad, moments, k),
+        Some([m, v]) if writable(&param) && writable(&m) && writable(&v) => in_place([param, m, v], grad, scale, k),
+        moments => into_new(param, grad, moments, scale, k),
     }
 }
 
@@ -87,7 +100,7 @@ fn writable(t: &T) -> bool {
 }
 
 /// The update written over the parameter and its moments (each [`writable`]).
-fn in_place(tensors: [T; 3], grad: T, k: Coefficients) -> [T; 3] {
+fn in_place(tensors: [T; 3], grad: T, scale: f32, k: Coefficients) -> [T; 3] {
     #[cfg(test)]
     IN_PLACE.with(|c| c.set(c.get() + 1));
     let (_, g) = values(grad);
@@ -106,7 +119,7 @@ fn in_place(tensors: [T; 3], grad: T, k: Coefficients) -> [T; 3] {
             #[inline(always)]
             || {
                 for (((p, m), v), &g) in ps.iter_mut().zip(ms).zip(vs).zip(g) {
-                    let (m_new, v_new) = k.moments(*m, *v, g);
+                    let (m_new, v_new) = k.moments(*m, *v, g * scale);
                     *p = k.theta(*p, m_new, v_new);
                     (*m, *v) = (m_new, v_new);
                 }
@@ -117,7 +130,7 @@ fn in_place(tensors: [T; 3], grad: T, k: Coefficients) -> [T; 3] {
 }
 
 /// The update into three new buffers.
-fn into_new(param: T, grad: T, moments: Option<[T; 2]>, k: Coefficients) -> [T; 3] {
+fn into_new(param: T, grad: T, moments: Option<[T; 2]>, scale: f32, k: Coefficients) -> [T; 3] {
     let (shape, p) = values(param);
     let (_, g) = values(grad);
     let moments = moments.map(|[m, v]| (values(m).1, values(v).1));
@@ -137,7 +150,7 @@ fn into_new(param: T, grad: T, moments: Option<[T; 2]>, k: Coefficients) -> [T; 
                     Some((m, v)) => {
                         let old = m[range.clone()].iter().zip(&v[range.clone()]);
                         for ((((po, mo), vo), (&p, &g)), (&m, &v)) in outs.zip(old) {
-                            let (m, v) = k.moments(m, v, g);
+                            let (m, v) = k.moments(m, v, g * scale);
                             po.write(k.theta(p, m, v));
                             mo.write(m);
                             vo.write(v);
@@ -145,7 +158,7 @@ fn into_new(param: T, grad: T, moments: Option<[T; 2]>, k: Coefficients) -> [T; 
                     }
                     None => {
                         for (((po, mo), vo), (&p, &g)) in outs {
-                            let (m, v) = k.first_moments(g);
+                            let (m, v) = k.first_moments(g * scale);
                             po.write(k.theta(p, m, v));
                             mo.write(m);
                             vo.write(v);
@@ -226,14 +239,16 @@ mod tests {
     }
 
     /// Three AdamW updates of a parameter larger than one parallel block: the kernel gives the
-    /// composed form's bits exactly, with decay and exempt (`decay` = 1), from zero moments on.
+    /// composed form's bits exactly, with decay and exempt (`decay` = 1), from zero moments on,
+    /// with the gradient scaled (clipping's factor) and not.
     #[test]
-    fn adamw_kernel_equals_the_composed_update_bit_for_bit() {
+    fn adamw_kernel_equals_the_composed_update_bit_for_bit_with_and_without_a_gradient_scale() {
         let device = Default::default();
         let n = 7 * 7_100; // twelve full tasks of CHUNK and a partial one (and more than 3 GRAIN)
         assert!(n % CHUNK != 0 && n > 12 * CHUNK);
         assert!(n > 3 * GRAIN && n < 4 * GRAIN);
-        for decay_rate in [0.1, 0.0] {
+        for (decay_rate, scale) in [(0.1, None), (0.0, None), (0.1, Some(0.37f32))] {
+            let scale = scale.map(|s| Tensor::<Cpu, 1>::from_data([s], &device));
             let start = Tensor::<Cpu, 2>::from_data(TensorData::new(values(n, 21, 0.5), [n / 7, 7]), &device);
             let (mut fused, mut reference) = ((start.clone(), None), (start, None));
             let in_place_before = IN_PLACE.with(|c| c.get());
@@ -244,13 +259,13 @@ mod tests {
                 let step =
                     AdamWStep { lr, beta_1: 0.9, beta_2: 0.95, epsilon: 1e-8, decay: 1.0 - lr * decay_rate, time };
                 let calls = super::super::cpu::CALLS.with(|c| c.get());
-                let [p, m, v] = super::super::adamw(fused.0, grad.clone(), fused.1, step);
+                let [p, m, v] = super::super::adamw(fused.0, grad.clone(), fused.1, scale.clone(), step);
                 assert!(
                     super::super::cpu::CALLS.with(|c| c.get()) > calls,
                     "NdArray<f32> did not run the AdamW kernel"
                 );
                 fused = (p, Some((m, v)));
-                let [p, m, v] = composed(reference.0, grad, reference.1, step);
+                let [p, m, v] = composed(reference.0, grad, reference.1, scale.clone(), step);
                 reference = (p, Some((m, v)));
             }
             let (Some((m, v)), Some((m_ref, v_ref))) = (fused.1, reference.1) else { unreachable!() };
@@ -272,16 +287,17 @@ mod tests {
         };
         let step = AdamWStep { lr: 0.1, beta_1: 0.9, beta_2: 0.99, epsilon: 1e-8, decay: 0.99, time: 2 };
         let moments = || Some((tensor(2, 1.0), tensor(3, 1.0).abs()));
-        let expected = composed(tensor(1, 1.0), tensor(4, 1.0), moments(), step).map(data);
+        let scale = || Some(Tensor::<Cpu, 1>::from_data([0.6f32], &device));
+        let expected = composed(tensor(1, 1.0), tensor(4, 1.0), moments(), scale(), step).map(data);
 
         let before = IN_PLACE.with(|c| c.get());
-        let got = super::super::adamw(tensor(1, 1.0), tensor(4, 1.0), moments(), step).map(data);
+        let got = super::super::adamw(tensor(1, 1.0), tensor(4, 1.0), moments(), scale(), step).map(data);
         assert_eq!(IN_PLACE.with(|c| c.get()), before + 1, "unshared tensors are updated in place");
         assert_eq!(got, expected, "in place: the composed form's bits");
 
         let param = tensor(1, 1.0);
         let held = param.clone();
-        let got = super::super::adamw(param, tensor(4, 1.0), moments(), step).map(data);
+        let got = super::super::adamw(param, tensor(4, 1.0), moments(), scale(), step).map(data);
         assert_eq!(IN_PLACE.with(|c| c.get()), before + 1, "a shared parameter is not written over");
         assert_eq!(got, expected, "into new buffers: the same bits");
         assert_eq!(data(held), values(n, 1, 1.0), "the other holder's values are untouched");

@@ -26,6 +26,7 @@
 //! | linear map over rows `x·W + b` | 1-2 + 3-5 (transposed copies of `x`, `W` for the backward) | 1 + 3 products, no copies |
 //! | softmax + cross-entropy over the vocabulary | 6 + ~10, keeping `log p` (`[rows, V]`) | 1 + 1, keeping the logits |
 //! | AdamW update of a parameter ([`adamw`]) | ~15 (moments, bias correction, root, decay, step) | 1, in place |
+//! | squared norm of many tensors ([`squared_norm`]) | 3 per tensor (square, sum, running total) | 1 |
 //! | reshape of a tensor in standard layout ([`reshape`]) | 1 copy + 1 copy of the gradient | no copy |
 
 pub mod adamw;
@@ -40,6 +41,7 @@ mod erf;
 mod exp;
 mod linear;
 mod ndarray;
+pub(crate) mod norm;
 mod reshape;
 #[cfg(test)]
 mod tests;
@@ -213,17 +215,25 @@ pub trait FusedOps: Backend {
         cross_entropy::composed_backward(z, t, grad, smoothing).into_primitive().tensor()
     }
 
+    /// `Σₜ Σᵢ tᵢ²` over `tensors` (any shapes, at least one), `[1]` ([`squared_norm`]).
+    fn fused_squared_norm(tensors: Vec<FloatTensor<Self>>) -> FloatTensor<Self> {
+        norm::composed::<Self>(tensors)
+    }
+
     /// One AdamW update of a parameter ([`adamw`]): `[θ, m, v]` after it, from the parameter,
-    /// its gradient and its moments (`None` on the first update), all of one shape.
+    /// its gradient and its moments (`None` on the first update), all of one shape, with the
+    /// gradient multiplied by `scale` (`[1]`) first where there is one.
     fn fused_adamw(
         param: FloatTensor<Self>,
         grad: FloatTensor<Self>,
         moments: Option<[FloatTensor<Self>; 2]>,
+        scale: Option<FloatTensor<Self>>,
         step: adamw::AdamWStep,
     ) -> [FloatTensor<Self>; 3] {
         let shape = param.shape();
         let flat = |t| as_rank::<Self, 1>(t, [shape.num_elements()]);
-        let out = adamw::composed(flat(param), flat(grad), moments.map(|[m, v]| (flat(m), flat(v))), step);
+        let scale = scale.map(|s| as_rank::<Self, 1>(s, [1]));
+        let out = adamw::composed(flat(param), flat(grad), moments.map(|[m, v]| (flat(m), flat(v))), scale, step);
         out.map(|t| Self::float_reshape(t.into_primitive().tensor(), shape.clone()))
     }
 }
@@ -236,6 +246,7 @@ pub use cross_entropy::cross_entropy;
 pub use dispatch::{gpu_kernels_from_env, parse_gpu_kernels, GpuKernels};
 use dispatch::{is, on_kernels, same};
 pub use linear::{linear, Weight};
+pub use norm::squared_norm;
 pub use reshape::reshape;
 
 /// LayerNorm over the last axis, `(x − μ)/√(σ² + ε) · γ + β`, fused where the backend has a
@@ -323,22 +334,27 @@ fn unary<O: Unary, B: Backend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> 
 
 /// One AdamW update of a parameter (formulas in [`adamw`]): `[θ, m, v]` after it, from the
 /// parameter, its gradient and its moments (`None` on the first update), in one pass where
-/// the backend has a kernel. The same bits either way.
+/// the backend has a kernel. `scale` multiplies the gradient first (clipping's factor, left on
+/// the device: one pass where a separate multiplication would be one more per parameter). The
+/// same bits either way.
 ///
 /// # Shapes
 /// - `param`, `grad`, the moments: one shape; outputs: the same
+/// - `scale`: `[1]`
 pub fn adamw<B: Backend, const D: usize>(
     param: Tensor<B, D>,
     grad: Tensor<B, D>,
     moments: Option<(Tensor<B, D>, Tensor<B, D>)>,
+    scale: Option<Tensor<B, 1>>,
     step: adamw::AdamWStep,
 ) -> [Tensor<B, D>; 3] {
     if is::<B, NdArray<f32>>() {
         let raw = |t: Tensor<B, D>| same::<Tensor<B, D>, Tensor<NdArray<f32>, D>>(t).into_primitive().tensor();
-        let out = adamw::cpu(raw(param), raw(grad), moments.map(|(m, v)| [raw(m), raw(v)]), step);
+        let scale = scale.map(|s| same::<Tensor<B, 1>, Tensor<NdArray<f32>, 1>>(s).into_primitive().tensor());
+        let out = adamw::cpu(raw(param), raw(grad), moments.map(|(m, v)| [raw(m), raw(v)]), scale, step);
         out.map(|t| same(Tensor::<NdArray<f32>, D>::from_primitive(TensorPrimitive::Float(t))))
     } else {
-        on_kernels!(updates B, K => adamw_on::<B, K, D>(param, grad, moments, step), _ => adamw::composed(param, grad, moments, step))
+        on_kernels!(updates B, K => adamw_on::<B, K, D>(param, grad, moments, scale, step), _ => adamw::composed(param, grad, moments, scale, step))
     }
 }
 
@@ -347,10 +363,12 @@ fn adamw_on<B: Backend, F: FusedOps, const D: usize>(
     param: Tensor<B, D>,
     grad: Tensor<B, D>,
     moments: Option<(Tensor<B, D>, Tensor<B, D>)>,
+    scale: Option<Tensor<B, 1>>,
     step: adamw::AdamWStep,
 ) -> [Tensor<B, D>; 3] {
     let raw = |t: Tensor<B, D>| same::<Tensor<B, D>, Tensor<F, D>>(t).into_primitive().tensor();
-    let out = F::fused_adamw(raw(param), raw(grad), moments.map(|(m, v)| [raw(m), raw(v)]), step);
+    let scale = scale.map(|s| same::<Tensor<B, 1>, Tensor<F, 1>>(s).into_primitive().tensor());
+    let out = F::fused_adamw(raw(param), raw(grad), moments.map(|(m, v)| [raw(m), raw(v)]), scale, step);
     out.map(|t| same(Tensor::<F, D>::from_primitive(TensorPrimitive::Float(t))))
 }
 

@@ -14,7 +14,8 @@ use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::CubeRuntime;
 
 /// `θ ← θ·decay − lr · (m/c₁) / (√(v/c₂) + ε)` after `m ← β₁m + (1 − β₁)g`, `v ← β₂v + (1 − β₂)g²`
-/// (`first`: the moments start at zero and are not read).
+/// with `g` the gradient times `scale[0]` where `scaled` (`first`: the moments start at zero
+/// and are not read).
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
 fn adamw_update<F: Float>(
@@ -22,6 +23,7 @@ fn adamw_update<F: Float>(
     grad: &Tensor<F>,
     m: &Tensor<F>,
     v: &Tensor<F>,
+    scale: &Tensor<F>,
     param_out: &mut Tensor<F>,
     m_out: &mut Tensor<F>,
     v_out: &mut Tensor<F>,
@@ -36,13 +38,17 @@ fn adamw_update<F: Float>(
     decay: f32,
     #[comptime] first: bool,
     #[comptime] exempt: bool,
+    #[comptime] scaled: bool,
     #[define(F)] _dtype: StorageType,
 ) {
     let i = ABSOLUTE_POS;
     if i >= param.len() {
         terminate!();
     }
-    let g = f32::cast_from(grad[i]);
+    let mut g = f32::cast_from(grad[i]);
+    if scaled {
+        g *= f32::cast_from(scale[0]);
+    }
     let mut m_new = g * f1;
     let mut v_new = g * g * f2;
     if !first {
@@ -64,6 +70,7 @@ pub(super) fn launch<R: CubeRuntime>(
     param: CubeTensor<R>,
     grad: CubeTensor<R>,
     moments: Option<[CubeTensor<R>; 2]>,
+    scale: Option<CubeTensor<R>>,
     step: AdamWStep,
 ) -> [CubeTensor<R>; 3] {
     let k = Coefficients::new(&step);
@@ -73,6 +80,9 @@ pub(super) fn launch<R: CubeRuntime>(
     let first = moments.is_none();
     // On the first update the moments are not read: the gradient stands in for them.
     let [m, v] = moments.unwrap_or_else(|| [grad.clone(), grad.clone()]);
+    // Without a scale the gradient stands in for it (not read).
+    let scaled = scale.is_some();
+    let scale = scale.unwrap_or_else(|| grad.clone());
     let dtype = param.dtype.into();
     adamw_update::launch::<R>(
         &param.client.clone(),
@@ -82,6 +92,7 @@ pub(super) fn launch<R: CubeRuntime>(
         grad.into_tensor_arg(),
         m.into_tensor_arg(),
         v.into_tensor_arg(),
+        scale.into_tensor_arg(),
         param_out.clone().into_tensor_arg(),
         m_out.clone().into_tensor_arg(),
         v_out.clone().into_tensor_arg(),
@@ -96,6 +107,7 @@ pub(super) fn launch<R: CubeRuntime>(
         k.decay,
         first,
         k.exempt,
+        scaled,
         dtype,
     );
     [param_out, m_out, v_out]

@@ -246,22 +246,34 @@ impl<B: FusionBackend + FusedOps> FusedOps for Fusion<B> {
         dz
     }
 
+    fn fused_squared_norm(tensors: Vec<FloatTensor<Self>>) -> FloatTensor<Self> {
+        let out = (Shape::new([1]), tensors[0].dtype);
+        let inputs = tensors.into_iter().map(|t| (t, Kind::Float)).collect();
+        let [total] = register::<B, 1>("attend::squared_norm", inputs, [out], |args| {
+            [B::fused_squared_norm(args.into_iter().map(Arg::float).collect())]
+        });
+        total
+    }
+
     fn fused_adamw(
         param: FloatTensor<Self>,
         grad: FloatTensor<Self>,
         moments: Option<[FloatTensor<Self>; 2]>,
+        scale: Option<FloatTensor<Self>>,
         step: crate::fused::adamw::AdamWStep,
     ) -> [FloatTensor<Self>; 3] {
         let out = like(&param);
-        let first = moments.is_none();
+        let (first, scaled) = (moments.is_none(), scale.is_some());
         let mut inputs = vec![(param, Kind::Float), (grad, Kind::Float)];
         inputs.extend(moments.into_iter().flatten().map(|t| (t, Kind::Float)));
+        inputs.extend(scale.map(|t| (t, Kind::Float)));
         // The step's scalars travel in the closure: each step registers its own operation.
         register::<B, 3>("attend::adamw", inputs, [out.clone(), out.clone(), out], move |args| {
             let mut args = args.into_iter().map(Arg::float);
             let (param, grad) = (args.next().expect("parameter"), args.next().expect("gradient"));
             let moments = (!first).then(|| [args.next().expect("first moment"), args.next().expect("second moment")]);
-            B::fused_adamw(param, grad, moments, step)
+            let scale = scaled.then(|| args.next().expect("gradient scale"));
+            B::fused_adamw(param, grad, moments, scale, step)
         })
     }
 }

@@ -13,7 +13,7 @@ use cubecl::prelude::*;
 /// The sum over the cube's units of `value` (one per unit), returned to every unit. `shared`
 /// holds one `f32` per unit; the cube's size is a power of two.
 #[cube]
-fn cube_sum(value: f32, shared: &mut SharedMemory<f32>) -> f32 {
+pub(super) fn cube_sum(value: f32, shared: &mut SharedMemory<f32>) -> f32 {
     let unit = UNIT_POS_X as usize;
     shared[unit] = value;
     sync_cube();

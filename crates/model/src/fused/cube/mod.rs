@@ -11,12 +11,14 @@
 //! | attention | `sQ·Kᵀ` and `P·V` in Burn's matrix product, the mask and softmax in one row pass; the softmax's backward in one row pass between the products |
 //! | softmax + cross-entropy | one row pass over the logits; one (no `[rows, V]` log-probabilities kept) |
 //! | AdamW update of a parameter | one element-wise pass ([`adamw`]) |
+//! | squared norm of many tensors | one pass per tensor into partial sums, one over those ([`norm`]) |
 //!
 //! Linear maps stay composed: they are one matrix product each, which Burn's own kernel does.
 
 mod adamw;
 pub mod fusion;
 mod kernels;
+mod norm;
 #[cfg(all(test, feature = "wgpu"))]
 mod tests;
 
@@ -347,16 +349,22 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> FusedOps f
         dz
     }
 
+    fn fused_squared_norm(tensors: Vec<FloatTensor<Self>>) -> FloatTensor<Self> {
+        counted();
+        norm::squared_norm(tensors.into_iter().map(into_contiguous).collect())
+    }
+
     fn fused_adamw(
         param: FloatTensor<Self>,
         grad: FloatTensor<Self>,
         moments: Option<[FloatTensor<Self>; 2]>,
+        scale: Option<FloatTensor<Self>>,
         step: crate::fused::adamw::AdamWStep,
     ) -> [FloatTensor<Self>; 3] {
         counted();
         let param = into_contiguous(param);
         let alike = |t| into_contiguous(alike::<R, F, I, BT>(t, &param));
-        let (grad, moments) = (alike(grad), moments.map(|[m, v]| [alike(m), alike(v)]));
-        adamw::launch(param, grad, moments, step)
+        let (grad, moments, scale) = (alike(grad), moments.map(|[m, v]| [alike(m), alike(v)]), scale.map(alike));
+        adamw::launch(param, grad, moments, scale, step)
     }
 }

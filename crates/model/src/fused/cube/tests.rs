@@ -201,7 +201,7 @@ fn cubecl_cross_entropy_of_a_target_outside_the_vocabulary_is_infinite() {
 }
 
 /// Three AdamW updates (the first from zero moments) of a parameter that is not a whole number
-/// of cubes, with decay and exempt from it: the kernel's parameter and moments equal the
+/// of cubes, with decay and exempt from it, with the gradient scaled and not: the kernel's parameter and moments equal the
 /// composed form's on the same backend within f32 rounding.
 fn adamw_case<B: burn::tensor::backend::Backend>() {
     use crate::fused::adamw::{composed, AdamWStep};
@@ -210,15 +210,16 @@ fn adamw_case<B: burn::tensor::backend::Backend>() {
     let tensor = |seed: u64, scale: f32| {
         Tensor::<B, 2>::from_data(burn::tensor::TensorData::new(values(n, seed, scale), [n / 7, 7]), &device)
     };
-    for decay_rate in [0.1, 0.0] {
+    for (decay_rate, scale) in [(0.1, None), (0.0, None), (0.1, Some(0.37f32))] {
+        let scale = scale.map(|s| Tensor::<B, 1>::from_data([s], &device));
         let (mut kernel, mut reference) = ((tensor(21, 0.5), None), (tensor(21, 0.5), None));
         for time in 1..=3 {
             let grad = tensor(30 + time as u64, 2.0);
             let lr = 1e-2 / time as f64;
             let step = AdamWStep { lr, beta_1: 0.9, beta_2: 0.95, epsilon: 1e-8, decay: 1.0 - lr * decay_rate, time };
-            let [p, m, v] = crate::fused::adamw(kernel.0, grad.clone(), kernel.1, step);
+            let [p, m, v] = crate::fused::adamw(kernel.0, grad.clone(), kernel.1, scale.clone(), step);
             kernel = (p, Some((m, v)));
-            let [p, m, v] = composed(reference.0, grad, reference.1, step);
+            let [p, m, v] = composed(reference.0, grad, reference.1, scale.clone(), step);
             reference = (p, Some((m, v)));
         }
         let (Some((m, v)), Some((m_ref, v_ref))) = (kernel.1, reference.1) else { unreachable!() };
@@ -248,4 +249,52 @@ fn by_default_the_adamw_update_takes_the_kernel_with_and_without_fusion() {
     assert!(runs(GpuKernels::Unfused, adamw_case::<burn_wgpu::Wgpu>), "auto: wgpu (fusion) ran no AdamW kernel");
     assert!(runs(GpuKernels::Unfused, adamw_case::<WgpuUnfused>), "auto: wgpu-unfused ran no AdamW kernel");
     assert!(!runs(GpuKernels::Off, adamw_case::<burn_wgpu::Wgpu>), "off: wgpu (fusion) ran the AdamW kernel");
+}
+
+/// The squared norm of tensors of 1 to 40,000 elements (more than the 64 cubes one tensor is
+/// spread over, and fewer than one cube): the kernels' sum equals the composed form's on the
+/// same backend within f32 rounding.
+fn squared_norm_case<B: burn::tensor::backend::Backend>() {
+    use burn::tensor::ElementConversion;
+    let device = Default::default();
+    let sizes = [[1, 1], [3, 1], [300, 1], [7, 113], [40_000, 1], [200, 200]];
+    let tensors: Vec<_> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &[rows, cols])| {
+            let data = burn::tensor::TensorData::new(values(rows * cols, 50 + i as u64, 3.0), [rows, cols]);
+            Tensor::<B, 2>::from_data(data, &device).into_primitive().tensor()
+        })
+        .collect();
+    let kernel: f32 = crate::fused::squared_norm::<B>(tensors.clone()).into_scalar().elem();
+    let reference: f32 = Tensor::<B, 1>::from_primitive(burn::tensor::TensorPrimitive::Float(
+        crate::fused::norm::composed::<B>(tensors),
+    ))
+    .into_scalar()
+    .elem();
+    assert!(reference > 1.0e4, "the reference sums something: {reference}");
+    assert!((kernel - reference).abs() <= 1e-5 * reference, "kernel {kernel} vs composed {reference}");
+}
+
+#[test]
+fn cubecl_squared_norm_matches_the_composed_form() {
+    let _turn = serial();
+    on_both("squared norm", squared_norm_case::<burn_wgpu::Wgpu>, squared_norm_case::<WgpuUnfused>);
+}
+
+/// Clipping's squared norm takes the kernels under `auto` on both GPU backends, fusion
+/// included (one custom operation where the composed form is three per tensor), and none
+/// under `off`.
+#[test]
+fn by_default_the_squared_norm_takes_the_kernels_with_and_without_fusion() {
+    let _turn = serial();
+    let runs = |mode: GpuKernels, run: fn()| {
+        TEST_GPU_KERNELS.with(|m| m.set(Some(mode)));
+        let before = CALLS.load(Ordering::Relaxed);
+        run();
+        CALLS.load(Ordering::Relaxed) > before
+    };
+    assert!(runs(GpuKernels::Unfused, squared_norm_case::<burn_wgpu::Wgpu>), "auto: wgpu (fusion) ran no kernel");
+    assert!(runs(GpuKernels::Unfused, squared_norm_case::<WgpuUnfused>), "auto: wgpu-unfused ran no kernel");
+    assert!(!runs(GpuKernels::Off, squared_norm_case::<burn_wgpu::Wgpu>), "off: wgpu (fusion) ran the kernels");
 }
