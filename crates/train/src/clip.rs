@@ -2,9 +2,11 @@
 //! parameter's gradient on its own): `g ← g · min(1, c / (‖g‖₂ + 1e-6))` with `‖g‖₂` over all
 //! parameters together, computed on the device (no value read back to the host).
 //!
-//! [`clip_factor`] computes the factor; AdamW multiplies it into its update of each parameter
-//! (one pass instead of two: [`crate::optimizer`]), the other optimizers take the gradients
-//! scaled by [`scale_gradients`] first.
+//! The step's gradients are multiplied by one factor ([`gradient_factor`]): clipping's, and in
+//! half precision also `1/s`, the loss scale undone. It comes from the squared global norm
+//! ([`squared_global_norm`], one operation over every gradient). AdamW multiplies it into its
+//! update of each parameter (one pass instead of two: [`crate::optimizer`]); the other
+//! optimizers take the gradients scaled by [`scale_gradients`] first.
 
 use burn::module::{AutodiffModule, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
@@ -36,15 +38,37 @@ pub fn clip_factor<B: AutodiffBackend, M: AutodiffModule<B>>(
     if max_norm <= 0.0 {
         return None;
     }
+    squared_global_norm(module, grads).map(|squared| gradient_factor(squared, max_norm, 1.0))
+}
+
+/// `‖g‖₂² = Σₜ Σᵢ gₜᵢ²` over the gradients of every parameter that has one (shape `[1]`, on the
+/// device), in one operation where the backend has a kernel (not three per parameter);
+/// `None` where no parameter has a gradient.
+pub fn squared_global_norm<B: AutodiffBackend, M: AutodiffModule<B>>(
+    module: &M,
+    grads: &GradientsParams,
+) -> Option<Tensor<B::InnerBackend, 1>> {
     let mut squares = Gradients::<B::InnerBackend> { grads, list: Vec::new() };
     module.visit(&mut squares);
-    if squares.list.is_empty() {
-        return None;
+    (!squares.list.is_empty()).then(|| attend_model::fused::squared_norm(squares.list))
+}
+
+/// The factor for gradients that are `loss_scale` (`s`) times the loss's, with squared global
+/// norm `squared`: `(1/s) · min(1, c / (‖g‖₂/s + 1e-6))`, the loss scale undone and the result
+/// clipped to norm `c` = `max_norm`; `1/s` where `max_norm` is 0. In f32 `s` is 1.
+pub fn gradient_factor<B: Backend>(squared: Tensor<B, 1>, max_norm: f64, loss_scale: f64) -> Tensor<B, 1> {
+    if max_norm <= 0.0 {
+        return Tensor::full([1], 1.0 / loss_scale, &squared.device());
     }
-    // One operation where the backend has a kernel (not three per parameter).
-    let total = attend_model::fused::squared_norm(squares.list);
-    let limit = Tensor::<B::InnerBackend, 1>::full([1], max_norm, &total.device());
-    Some(limit.div(total.sqrt().add_scalar(1e-6)).clamp_max(1.0))
+    let norm = squared.sqrt();
+    let norm = if loss_scale == 1.0 { norm } else { norm.div_scalar(loss_scale) };
+    let limit = Tensor::<B, 1>::full([1], max_norm, &norm.device());
+    let clip = limit.div(norm.add_scalar(1e-6)).clamp_max(1.0);
+    if loss_scale == 1.0 {
+        clip
+    } else {
+        clip.div_scalar(loss_scale)
+    }
 }
 
 /// Multiplies every gradient by `factor` (shape `[1]`).

@@ -26,6 +26,7 @@ use crate::accumulate::accumulate;
 use crate::average::{average_checkpoints, load_weights, write_averaged};
 use crate::base_run::{start_from, BaseRun};
 use crate::checkpoint::{self, TrainState};
+use crate::clip::{gradient_factor, squared_global_norm};
 use crate::config::RunConfig;
 use crate::error::{io_err, TrainError};
 use crate::finetune::{freeze, param_counts};
@@ -330,13 +331,19 @@ fn update<B: AutodiffBackend, M: AutodiffModule<B>>(
     let mut grads = accumulator.grads();
     peer.mean_gradients(&model, &mut grads, step)?;
     let lr = learning_rate(&config.train, config.model.d_model, step);
-    // Half precision: gradients back to the loss's scale; an overflow skips the step.
+    // One factor for the gradients: clipping's, and in half precision the loss scale undone,
+    // both from the squared global norm (one operation); half precision reads it back to skip
+    // a step whose gradients overflowed.
+    let clip = config.train.clip_norm;
+    let scale = loss_scale.as_ref().map_or(1.0, |s| s.scale);
+    let squared = if clip > 0.0 || loss_scale.is_some() { squared_global_norm(&model, &grads) } else { None };
     if let Some(scaling) = loss_scale {
-        if !scaling.unscale(&model, &mut grads) {
+        if !scaling.check(squared.as_ref()) {
             return Ok((model, lr, false));
         }
     }
-    Ok((optim.step(step, lr, model, grads, config.train.clip_norm), lr, true))
+    let factor = squared.map(|squared| gradient_factor(squared, clip, scale));
+    Ok((optim.step(step, lr, model, grads, factor), lr, true))
 }
 
 /// A non-finite training loss stops the run, naming the step and the last good checkpoint.

@@ -25,7 +25,7 @@ use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::Tensor;
 
 use crate::asgd::IterateMean;
-use crate::clip::{clip_factor, scale_gradients};
+use crate::clip::scale_gradients;
 use crate::config::{OptimizerKind, TrainConfig};
 
 /// One of the optimizers, chosen by `train.optimizer`.
@@ -66,11 +66,18 @@ impl<B: AutodiffBackend, M: AutodiffModule<B>> Optim<B, M> {
         }
     }
 
-    /// Update number `step` with learning rate `lr`, the gradients first clipped to global norm
-    /// `clip_norm` (0: not clipped). AdamW multiplies clipping's factor into its update of each
-    /// parameter; the others take the gradients scaled first.
-    pub fn step(&mut self, step: u64, lr: f64, module: M, mut grads: GradientsParams, clip_norm: f64) -> M {
-        let factor = clip_factor(&module, &grads, clip_norm);
+    /// Update number `step` with learning rate `lr`, the gradients first multiplied by
+    /// `factor` (`[1]`, on the device: clipping's and the loss scale's, [`crate::clip`]) where
+    /// there is one. AdamW multiplies it into its update of each parameter; the others take the
+    /// gradients scaled first.
+    pub fn step(
+        &mut self,
+        step: u64,
+        lr: f64,
+        module: M,
+        mut grads: GradientsParams,
+        factor: Option<Tensor<B::InnerBackend, 1>>,
+    ) -> M {
         if let (Some(factor), false) = (&factor, matches!(self, Optim::AdamW(..))) {
             scale_gradients(&module, &mut grads, factor.clone());
         }
@@ -245,7 +252,7 @@ mod tests {
         let x = Tensor::<B, 2>::from_data([[2.0f32]], &layer.weight.device());
         let loss = layer.forward(x).powi_scalar(2).sum().div_scalar(2.0);
         let grads = GradientsParams::from_grads(loss.backward(), &layer);
-        optim.step(step, lr, layer, grads, 0.0)
+        optim.step(step, lr, layer, grads, None)
     }
 
     /// Two steps of `optimizer` on one weight w₀ = 0.5 with loss ½(2w)², whose gradient is 4w.
@@ -336,7 +343,7 @@ mod tests {
         assert!((value(&back.eval_weights(&layer)) - 0.144).abs() < 1e-6, "the mean loads back");
     }
 
-    /// `Optim::step` with a clipping norm takes the same step, bit for bit, as clipping the
+    /// `Optim::step` with clipping's factor takes the same step, bit for bit, as clipping the
     /// gradients first and stepping without: AdamW multiplies the factor into its update, the
     /// others scale the gradients. The norm is small enough that clipping changes the step.
     #[test]
@@ -361,11 +368,13 @@ mod tests {
             let (mut optim_inside, mut optim_first) = (Optim::new(&config.train), Optim::new(&config.train));
             let mut unclipped = (start, Optim::new(&config.train));
             for step in 1..=3 {
-                inside = optim_inside.step(step, 0.1, inside.clone(), grads_of(&inside), 0.01);
+                let grads = grads_of(&inside);
+                let factor = crate::clip::clip_factor(&inside, &grads, 0.01);
+                inside = optim_inside.step(step, 0.1, inside.clone(), grads, factor);
                 let mut grads = grads_of(&first);
                 crate::clip::clip_global_norm(&first, &mut grads, 0.01);
-                first = optim_first.step(step, 0.1, first.clone(), grads, 0.0);
-                unclipped.0 = unclipped.1.step(step, 0.1, unclipped.0.clone(), grads_of(&unclipped.0), 0.0);
+                first = optim_first.step(step, 0.1, first.clone(), grads, None);
+                unclipped.0 = unclipped.1.step(step, 0.1, unclipped.0.clone(), grads_of(&unclipped.0), None);
             }
             assert_eq!(weights(&inside), weights(&first), "{optimizer}");
             assert_ne!(weights(&inside), weights(&unclipped.0), "{optimizer}: clipping changed nothing");

@@ -6,14 +6,14 @@
 //! backward of the cast brings every gradient back to its f32 master weight, in f32. The loss
 //! (computed from logits cast back to f32) is multiplied by a loss scale before the backward, so
 //! that small gradients do not underflow in half precision, and the gradients are divided by
-//! it afterwards ([`LossScale::unscale`]). The scale is dynamic, as PyTorch's `GradScaler`:
-//! it starts at 2¹⁶; a step whose gradients hold an infinity or a NaN is skipped (the weights
-//! and moments stay as they were; the schedule goes on) and the scale halves; after 2,000
-//! steps in a row without one it doubles. Deciding needs one value read back per step (the
-//! sum of the gradients' magnitudes), as `GradScaler` reads its `found_inf`.
+//! it afterwards, in the one factor the step multiplies them by ([`crate::clip`]: with
+//! clipping's). The scale is dynamic, as PyTorch's `GradScaler`: it starts at 2¹⁶; a step
+//! whose gradients hold an infinity or a NaN is skipped (the weights and moments stay as they
+//! were; the schedule goes on) and the scale halves; after 2,000 steps in a row without one it
+//! doubles. Deciding needs one value read back per step (the squared global norm of the
+//! gradients, [`LossScale::check`]), as `GradScaler` reads its `found_inf`.
 
-use burn::module::{AutodiffModule, ModuleMapper, ModuleVisitor, Param};
-use burn::optim::GradientsParams;
+use burn::module::{AutodiffModule, ModuleMapper, Param};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{DType, ElementConversion, FloatDType, Tensor};
 use serde::{Deserialize, Serialize};
@@ -91,16 +91,13 @@ impl Default for LossScale {
 }
 
 impl LossScale {
-    /// Divides every gradient by the scale; `false` (and the scale halved) when one of them
-    /// holds an infinity or a NaN: the caller skips the step. One value is read back.
-    pub fn unscale<B: AutodiffBackend, M: AutodiffModule<B>>(
-        &mut self,
-        model: &M,
-        grads: &mut GradientsParams,
-    ) -> bool {
-        let mut visit = Unscale::<B::InnerBackend> { grads, factor: 1.0 / self.scale, magnitude: None };
-        model.visit(&mut visit);
-        let finite = visit.magnitude.is_none_or(|m| m.into_scalar().elem::<f64>().is_finite());
+    /// Whether gradients with squared global norm `squared` (`None`: no gradients) are all
+    /// finite: one value read back. `false` halves the scale and the caller skips the step; the
+    /// gradients are divided by the scale afterwards, in the step's one factor
+    /// ([`crate::clip::gradient_factor`]). A finite gradient whose square overflows f32 (above
+    /// 1.8e19) counts as an overflow too.
+    pub fn check<B: Backend>(&mut self, squared: Option<&Tensor<B, 1>>) -> bool {
+        let finite = squared.is_none_or(|s| s.clone().into_scalar().elem::<f64>().is_finite());
         self.after(finite);
         finite
     }
@@ -121,31 +118,10 @@ impl LossScale {
     }
 }
 
-/// Scales each gradient by `factor` and sums the magnitudes (an infinity or NaN anywhere
-/// makes the sum one).
-struct Unscale<'a, B: Backend> {
-    grads: &'a mut GradientsParams,
-    factor: f64,
-    magnitude: Option<Tensor<B, 1>>,
-}
-
-impl<B: AutodiffBackend> ModuleVisitor<B> for Unscale<'_, B::InnerBackend> {
-    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
-        if let Some(g) = self.grads.remove::<B::InnerBackend, D>(param.id) {
-            let g = g.mul_scalar(self.factor);
-            let m = g.clone().abs().sum();
-            self.magnitude = Some(match self.magnitude.take() {
-                Some(total) => total + m,
-                None => m,
-            });
-            self.grads.register::<B::InnerBackend, D>(param.id, g);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use burn::nn::{Linear, LinearConfig};
+    use burn::optim::GradientsParams;
     use burn::tensor::{Distribution, TensorData};
 
     use super::*;
@@ -172,25 +148,34 @@ mod tests {
         GradientsParams::from_grads(layer.forward(x).sum().mul_scalar(times).backward(), layer)
     }
 
+    /// The gradients of a loss scaled by `s`, multiplied by the step's factor, equal the
+    /// unscaled loss's gradients (`1/s` without clipping) and their clipped form (with it);
+    /// an infinity in the gradients is caught and halves the scale.
     #[test]
-    fn unscaled_gradients_equal_those_of_the_unscaled_loss_and_an_infinity_is_caught() {
+    fn the_factor_undoes_the_loss_scale_and_clips_and_an_infinity_is_caught() {
+        use crate::clip::{clip_global_norm, gradient_factor, scale_gradients, squared_global_norm};
+        type N = burn_ndarray::NdArray<f32>;
         let device = Default::default();
         let layer = LinearConfig::new(3, 2).init::<B>(&device);
         let x = Tensor::<B, 2>::random([4, 3], Distribution::Default, &device);
-        let mut scaled = grads_of(&layer, x.clone(), 1024.0);
-        let plain = grads_of(&layer, x.clone(), 1.0);
+        let weight = |grads: &GradientsParams| grads.get::<N, 2>(layer.weight.id).unwrap().into_data();
+        let tolerance = burn::tensor::Tolerance::rel_abs(1e-6, 1e-6);
         let mut s = LossScale { scale: 1024.0, ..LossScale::default() };
-        assert!(s.unscale(&layer, &mut scaled));
-        let id = layer.weight.id;
-        let (a, b) = (
-            scaled.get::<burn_ndarray::NdArray<f32>, 2>(id).unwrap(),
-            plain.get::<burn_ndarray::NdArray<f32>, 2>(id).unwrap(),
-        );
-        a.into_data().assert_approx_eq::<f32>(&b.into_data(), burn::tensor::Tolerance::rel_abs(1e-6, 1e-6));
+        for clip in [0.0, 0.01] {
+            let mut scaled = grads_of(&layer, x.clone(), 1024.0);
+            let squared = squared_global_norm(&layer, &scaled);
+            assert!(s.check(squared.as_ref()));
+            scale_gradients(&layer, &mut scaled, gradient_factor(squared.unwrap(), clip, 1024.0));
+            let mut plain = grads_of(&layer, x.clone(), 1.0);
+            clip_global_norm(&layer, &mut plain, clip);
+            let plain_norm: f32 = squared_global_norm(&layer, &plain).unwrap().into_scalar();
+            assert!(clip == 0.0 || plain_norm.sqrt() < 0.0101, "clipped to 0.01: {}", plain_norm.sqrt());
+            weight(&scaled).assert_approx_eq::<f32>(&weight(&plain), tolerance);
+        }
 
         let inf = Tensor::<B, 2>::from_data(TensorData::new(vec![f32::INFINITY; 12], [4, 3]), &device);
-        let mut overflowed = grads_of(&layer, inf, 1.0);
-        assert!(!s.unscale(&layer, &mut overflowed));
+        let overflowed = grads_of(&layer, inf, 1.0);
+        assert!(!s.check(squared_global_norm(&layer, &overflowed).as_ref()));
         assert_eq!((s.scale, s.skipped), (512.0, 1));
     }
 }

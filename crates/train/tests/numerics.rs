@@ -86,6 +86,7 @@ fn loss_gradients_clipping_and_an_adamw_step_equal_pytorch_s() {
     // unclipped gradients of the same loss it takes PyTorch's step.
     let grads = GradientsParams::from_grads(cross_entropy(model.forward(x), y, None, 0.0).objective.backward(), &model);
     let mut optim = Optim::<B, DecoderOnly<B>>::new(&config.train);
-    let updated = optim.step(1, 1e-3, model, grads, 0.5);
+    let factor = attend_train::clip::clip_factor(&model, &grads, 0.5);
+    let updated = optim.step(1, 1e-3, model, grads, factor);
     close("updated weight", &host(&updated.valid()), &theirs, "updated", 1e-6);
 }

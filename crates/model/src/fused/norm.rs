@@ -22,7 +22,7 @@ use super::FusedOps;
 pub fn squared_norm<B: Backend>(tensors: Vec<FloatTensor<B>>) -> Tensor<B, 1> {
     assert!(!tensors.is_empty(), "squared_norm of no tensors");
     fn on<B: Backend, F: FusedOps>(tensors: Vec<FloatTensor<B>>) -> Tensor<B, 1> {
-        let tensors = tensors.into_iter().map(|t| same::<FloatTensor<B>, FloatTensor<F>>(t)).collect();
+        let tensors = tensors.into_iter().map(same::<FloatTensor<B>, FloatTensor<F>>).collect();
         same(Tensor::<F, 1>::from_primitive(TensorPrimitive::Float(F::fused_squared_norm(tensors))))
     }
     on_kernels!(updates B, K => on::<B, K>(tensors), _ => Tensor::from_primitive(TensorPrimitive::Float(composed::<B>(tensors))))
