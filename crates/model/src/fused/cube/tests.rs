@@ -39,6 +39,14 @@ fn on_both(name: &str, fused: fn(), unfused: fn()) {
     }
 }
 
+/// Whether `run` ran any CubeCL kernel with `mode` in force on this thread.
+fn runs(mode: GpuKernels, run: fn()) -> bool {
+    TEST_GPU_KERNELS.with(|m| m.set(Some(mode)));
+    let before = CALLS.load(Ordering::Relaxed);
+    run();
+    CALLS.load(Ordering::Relaxed) > before
+}
+
 fn gelu_case<B: AutodiffBackend>() {
     let shape = [2, 3, 5, 70];
     let n = shape.iter().product();
@@ -175,12 +183,6 @@ fn cubecl_kernels_run_in_half_precision() {
 #[test]
 fn by_default_only_the_backend_without_fusion_takes_the_kernels() {
     let _turn = serial();
-    let runs = |mode: GpuKernels, run: fn()| {
-        TEST_GPU_KERNELS.with(|m| m.set(Some(mode)));
-        let before = CALLS.load(Ordering::Relaxed);
-        run();
-        CALLS.load(Ordering::Relaxed) > before
-    };
     assert!(runs(GpuKernels::Unfused, softmax_case::<Unfused>), "auto: wgpu-unfused ran no kernel");
     assert!(!runs(GpuKernels::Unfused, softmax_case::<Fused>), "auto: wgpu (fusion) ran a kernel");
     assert!(!runs(GpuKernels::Off, softmax_case::<Unfused>), "off: wgpu-unfused ran a kernel");
@@ -240,12 +242,6 @@ fn cubecl_adamw_update_matches_the_composed_form() {
 #[test]
 fn by_default_the_adamw_update_takes_the_kernel_with_and_without_fusion() {
     let _turn = serial();
-    let runs = |mode: GpuKernels, run: fn()| {
-        TEST_GPU_KERNELS.with(|m| m.set(Some(mode)));
-        let before = CALLS.load(Ordering::Relaxed);
-        run();
-        CALLS.load(Ordering::Relaxed) > before
-    };
     assert!(runs(GpuKernels::Unfused, adamw_case::<burn_wgpu::Wgpu>), "auto: wgpu (fusion) ran no AdamW kernel");
     assert!(runs(GpuKernels::Unfused, adamw_case::<WgpuUnfused>), "auto: wgpu-unfused ran no AdamW kernel");
     assert!(!runs(GpuKernels::Off, adamw_case::<burn_wgpu::Wgpu>), "off: wgpu (fusion) ran the AdamW kernel");
@@ -288,12 +284,6 @@ fn cubecl_squared_norm_matches_the_composed_form() {
 #[test]
 fn by_default_the_squared_norm_takes_the_kernels_with_and_without_fusion() {
     let _turn = serial();
-    let runs = |mode: GpuKernels, run: fn()| {
-        TEST_GPU_KERNELS.with(|m| m.set(Some(mode)));
-        let before = CALLS.load(Ordering::Relaxed);
-        run();
-        CALLS.load(Ordering::Relaxed) > before
-    };
     assert!(runs(GpuKernels::Unfused, squared_norm_case::<burn_wgpu::Wgpu>), "auto: wgpu (fusion) ran no kernel");
     assert!(runs(GpuKernels::Unfused, squared_norm_case::<WgpuUnfused>), "auto: wgpu-unfused ran no kernel");
     assert!(!runs(GpuKernels::Off, squared_norm_case::<burn_wgpu::Wgpu>), "off: wgpu (fusion) ran the kernels");
