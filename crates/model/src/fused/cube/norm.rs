@@ -30,8 +30,8 @@ fn squares_partial<F: Float>(
     #[define(F)] _dtype: StorageType,
 ) {
     let n = x.len();
-    let stride = CUBE_COUNT as usize * units;
-    let mut i = CUBE_POS as usize * units + UNIT_POS_X as usize;
+    let stride = CUBE_COUNT * units;
+    let mut i = CUBE_POS * units + UNIT_POS_X as usize;
     let mut sum = 0.0f32;
     while i < n {
         let v = f32::cast_from(x[i]);
@@ -41,7 +41,7 @@ fn squares_partial<F: Float>(
     let mut shared = SharedMemory::<f32>::new(units);
     let total = cube_sum(sum, &mut shared);
     if UNIT_POS_X == 0 {
-        partials[offset as usize + CUBE_POS as usize] = total;
+        partials[offset as usize + CUBE_POS] = total;
     }
 }
 
