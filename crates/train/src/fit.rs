@@ -310,9 +310,10 @@ pub(crate) fn fit_as<B: AutodiffBackend, T: Task<B>>(
 }
 
 /// Ends a step: refuses a non-finite loss where it was read (naming the step and the last good
-/// checkpoint), averages the gradients over the peers of a data-parallel run, clips them by
-/// global norm and takes the scheduled optimizer step. Returns the updated model and the
-/// learning rate used.
+/// checkpoint), averages the gradients over the peers of a data-parallel run, skips the step
+/// if half precision's gradients overflowed, and takes the scheduled optimizer step with the
+/// gradients multiplied by one factor (clipping by global norm, the loss scale undone).
+/// Returns the updated model, the learning rate used and whether the step was taken.
 #[allow(clippy::too_many_arguments)]
 fn update<B: AutodiffBackend, M: AutodiffModule<B>>(
     model: M,
