@@ -20,8 +20,9 @@
 #              2 and 6 steps, fusion_trace.py), for `auto` and `off`; the same on every machine.
 #              Not part of `all` (the log of nanoGPT's model is large): run it on its own.
 #
-# CONFIG, STEPS (default 60), WARM (default 20), LOG_EVERY (default 10) and BACKENDS (default
-# "wgpu wgpu-unfused"; add cuda for a runner built with it) override.
+# CONFIG, STEPS (default 60), WARM (default 20), LOG_EVERY (default 10), BACKENDS (default
+# "wgpu wgpu-unfused"; add cuda for a runner built with it), KERNELS (default "auto all off") and
+# EXTRA (more arguments for every training run, e.g. "--set=train.eval_batches=4") override.
 set -euo pipefail
 
 part=${1:-all}
@@ -44,7 +45,7 @@ train() {
   local start
   start=$(date +%s)
   if ! "$XTASK" train --config "$CONFIG" --backend "$backend" --data-dir "$DATA_DIR" --run "$run" \
-    --set train.max_steps="$STEPS" --set train.eval_every=1000000 --set train.log_every="$LOG_EVERY" "$@" \
+    --set train.max_steps="$STEPS" --set train.eval_every=1000000 --set train.log_every="$LOG_EVERY" ${EXTRA:-} "$@" \
     >"$run.out" 2>"$run.err"; then
     echo "{\"tag\":\"$tag\",\"error\":\"see $run.err\"}" >>"$OUT/summary.jsonl"
     return 0
@@ -64,7 +65,7 @@ PY
 
 if [[ $part == kernels || $part == all ]]; then
   for backend in $BACKENDS; do
-    for kernels in auto all off; do
+    for kernels in ${KERNELS:-auto all off}; do
       ATTEND_GPU_KERNELS=$kernels train "$backend" "$backend-$kernels"
     done
   done
