@@ -5,7 +5,7 @@
 # writes its metrics under $OUT and one JSON line per figure to $OUT/summary.jsonl.
 #
 #   XTASK=./xtask DATA_DIR=../shared/data PEER=../shared/bench/peers/nanogpt_gpu_bench.py \
-#     OUT=/tmp/gpu scripts/gpu_measure.sh kernels|overhead|precision|peer|growth|trace|all
+#     OUT=/tmp/gpu scripts/gpu_measure.sh kernels|overhead|precision|peer|growth|trace|profile|all
 #
 # - kernels:   nanoGPT's GPU configuration (configs/lm-shakespeare-gpu.toml) on wgpu and
 #              wgpu-unfused (and cuda, if the runner has it) with ATTEND_GPU_KERNELS = auto,
@@ -19,6 +19,10 @@
 # - trace:     burn-fusion's executions, kernels and operations per step (BURN_FUSION_LOG=full,
 #              2 and 6 steps, fusion_trace.py), for `auto` and `off`; the same on every machine.
 #              Not part of `all` (the log of nanoGPT's model is large): run it on its own.
+# - profile:   each kernel's device time per step (CubeCL's profiling logger, 2 and 6 steps,
+#              kernel_profile.py) on PROFILE_BACKENDS (default "wgpu"): which kernels the GPU
+#              time goes to. Each launch is synchronized on its own, so the steps run slower
+#              than usual; the shares are what it is for. Not part of `all`.
 #
 # CONFIG, STEPS (default 60), WARM (default 20), LOG_EVERY (default 10), BACKENDS (default
 # "wgpu wgpu-unfused"; add cuda for a runner built with it), KERNELS (default "auto all off") and
@@ -113,6 +117,22 @@ if [[ $part == trace ]]; then
       python3 -c "import json,sys; print(json.dumps({'tag': 'trace-$kernels', **json.load(sys.stdin)}))" |
       tee -a "$OUT/summary.jsonl"
     rm -f "$OUT/trace-$kernels-2.err" "$OUT/trace-$kernels-6.err"
+  done
+fi
+
+if [[ $part == profile ]]; then
+  for backend in ${PROFILE_BACKENDS:-wgpu}; do
+    for steps in 2 6; do
+      CUBECL_DEBUG_LOG="$OUT/profile-$backend-$steps.log" CUBECL_DEBUG_OPTION=profile "$XTASK" train --config "$CONFIG" \
+        --backend "$backend" --data-dir "$DATA_DIR" --run "$OUT/profile-$backend-$steps" --set train.max_steps=$steps \
+        --set train.eval_every=1000000 --set train.checkpoint_every=1000000 --set train.eval_batches=1 ${EXTRA:-} \
+        >/dev/null 2>"$OUT/profile-$backend-$steps.err" || true
+      rm -rf "$OUT/profile-$backend-$steps"
+    done
+    python3 "$here/kernel_profile.py" "$OUT/profile-$backend-2.log:2" "$OUT/profile-$backend-6.log:6" |
+      python3 -c "import json,sys; print(json.dumps({'tag': 'profile-$backend', **json.load(sys.stdin)}))" |
+      tee -a "$OUT/summary.jsonl"
+    rm -f "$OUT/profile-$backend-2.log" "$OUT/profile-$backend-6.log"
   done
 fi
 
