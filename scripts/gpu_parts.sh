@@ -14,7 +14,8 @@
 # first (a machine without libvulkan); the NVIDIA driver's Vulkan ICD is used when present.
 # Kernel caches go to $ATTEND_CACHE_DIR (default /tmp/attend-cache), so a later call on the
 # same machine starts warm. EXTRA (arguments for every training run) defaults to a short final
-# evaluation and no checkpoints.
+# evaluation and no checkpoints; a part that sets EXTRA replaces that default for itself
+# (its value is one word: write `--set=key=value`).
 set -u
 T0=$(date +%s)
 LIMIT=${LIMIT:-570}
