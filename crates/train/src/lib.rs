@@ -12,6 +12,7 @@ pub mod arith;
 pub mod asgd;
 pub mod average;
 pub mod base_run;
+pub mod batched_adamw;
 pub mod checkpoint;
 pub mod clip;
 pub mod compress;

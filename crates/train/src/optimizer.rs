@@ -8,7 +8,8 @@
 //! - AdamW **decay groups** as nanoGPT: decoupled decay `θ ← θ(1 − lr·λ)` on parameters of
 //!   two or more dimensions (matrices, embeddings) only; biases and LayerNorm gains are exempt.
 //!   [`GroupedAdamW`] is that AdamW, each parameter's update one pass
-//!   ([`attend_model::fused::adamw`]) with Burn's `AdamWState` as its saved state;
+//!   ([`attend_model::fused::adamw`]) with Burn's `AdamWState` as its saved state; on the GPU
+//!   backends all parameters' updates are one operation ([`crate::batched_adamw`]);
 //! - **averaged SGD** ([`crate::asgd`]): SGD steps plus the running mean of the iterates.
 
 use attend_model::fused::{self, adamw::AdamWStep};
@@ -83,6 +84,9 @@ impl<B: AutodiffBackend, M: AutodiffModule<B>> Optim<B, M> {
         }
         match self {
             Optim::Adam(o) => o.step(lr, module, grads),
+            Optim::AdamW(o, _) if fused::adamw_many::batches_updates::<B::InnerBackend>() => {
+                crate::batched_adamw::step(o, lr, module, grads, factor)
+            }
             Optim::AdamW(o, grad_scale) => {
                 grad_scale.set(factor);
                 let module = o.step(lr, module, grads);
@@ -186,6 +190,21 @@ pub struct GroupedAdamW<B: Backend> {
     pub grad_scale: GradScale<B>,
 }
 
+impl<B: Backend> GroupedAdamW<B> {
+    /// The scalars of update number `time` of a parameter of rank `D` at learning rate `lr`:
+    /// decay only where `D ≥ 2` (nanoGPT's groups).
+    pub(crate) fn scalars<const D: usize>(&self, lr: LearningRate, time: usize) -> AdamWStep {
+        AdamWStep {
+            lr,
+            beta_1: self.beta_1,
+            beta_2: self.beta_2,
+            epsilon: self.epsilon,
+            decay: if D >= 2 && self.weight_decay > 0.0 { 1.0 - lr * self.weight_decay } else { 1.0 },
+            time: time as i32,
+        }
+    }
+}
+
 /// The gradients' factor for the step being taken, shared between [`Optim::step`], which
 /// sets it, and [`GroupedAdamW`], which reads it: Burn's `SimpleOptimizer::step` takes only
 /// the learning rate, and its adaptor lends the optimizer out by shared reference only.
@@ -220,14 +239,7 @@ impl<B: Backend> SimpleOptimizer<B> for GroupedAdamW<B> {
     ) -> (Tensor<B, D>, Option<Self::State<D>>) {
         let time = state.as_ref().map_or(1, |s| s.momentum.time + 1);
         let moments = state.map(|s| (s.momentum.moment_1, s.momentum.moment_2));
-        let step = AdamWStep {
-            lr,
-            beta_1: self.beta_1,
-            beta_2: self.beta_2,
-            epsilon: self.epsilon,
-            decay: if D >= 2 && self.weight_decay > 0.0 { 1.0 - lr * self.weight_decay } else { 1.0 },
-            time: time as i32,
-        };
+        let step = self.scalars::<D>(lr, time);
         let [tensor, moment_1, moment_2] = fused::adamw(tensor, grad, moments, self.grad_scale.get(), step);
         (tensor, Some(AdamWState::new(AdaptiveMomentumState::new(time, moment_1, moment_2))))
     }

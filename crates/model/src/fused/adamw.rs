@@ -15,13 +15,15 @@
 
 use burn::tensor::backend::Backend;
 use burn::tensor::ops::FloatTensor;
-use burn::tensor::Tensor;
+use burn::tensor::{Tensor, TensorPrimitive};
 use burn_ndarray::{NdArray, NdArrayTensor, SharedArray};
 use rayon::prelude::*;
 
 use super::cpu::{tensor, values, GRAIN};
+use super::dispatch::{is, on_kernels, same};
 use super::unwritten::{assume_init, uninit};
 use super::wide::wide;
+use super::FusedOps;
 
 /// The scalars of one update.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -65,6 +67,46 @@ pub fn composed<B: Backend, const D: usize>(
     let delta = m_hat.div(v_hat.sqrt().add_scalar(s.epsilon));
     let param = if s.decay == 1.0 { param } else { param.mul_scalar(s.decay) };
     [param - delta.mul_scalar(s.lr), m, v]
+}
+
+/// One AdamW update of a parameter (formulas in this module's top doc): `[θ, m, v]` after it,
+/// from the parameter, its gradient and its moments (`None` on the first update), in one pass where
+/// the backend has a kernel. `scale` multiplies the gradient first (clipping's factor, left on
+/// the device: one pass where a separate multiplication would be one more per parameter). The
+/// same bits either way.
+///
+/// # Shapes
+/// - `param`, `grad`, the moments: one shape; outputs: the same
+/// - `scale`: `[1]`
+pub fn adamw<B: Backend, const D: usize>(
+    param: Tensor<B, D>,
+    grad: Tensor<B, D>,
+    moments: Option<(Tensor<B, D>, Tensor<B, D>)>,
+    scale: Option<Tensor<B, 1>>,
+    step: AdamWStep,
+) -> [Tensor<B, D>; 3] {
+    if is::<B, NdArray<f32>>() {
+        let raw = |t: Tensor<B, D>| same::<Tensor<B, D>, Tensor<NdArray<f32>, D>>(t).into_primitive().tensor();
+        let scale = scale.map(|s| same::<Tensor<B, 1>, Tensor<NdArray<f32>, 1>>(s).into_primitive().tensor());
+        let out = cpu(raw(param), raw(grad), moments.map(|(m, v)| [raw(m), raw(v)]), scale, step);
+        out.map(|t| same(Tensor::<NdArray<f32>, D>::from_primitive(TensorPrimitive::Float(t))))
+    } else {
+        on_kernels!(updates B, K => adamw_on::<B, K, D>(param, grad, moments, scale, step), _ => composed(param, grad, moments, scale, step))
+    }
+}
+
+/// [`adamw`] through `F`'s [`FusedOps::fused_adamw`] (`F` is `B`).
+fn adamw_on<B: Backend, F: FusedOps, const D: usize>(
+    param: Tensor<B, D>,
+    grad: Tensor<B, D>,
+    moments: Option<(Tensor<B, D>, Tensor<B, D>)>,
+    scale: Option<Tensor<B, 1>>,
+    step: AdamWStep,
+) -> [Tensor<B, D>; 3] {
+    let raw = |t: Tensor<B, D>| same::<Tensor<B, D>, Tensor<F, D>>(t).into_primitive().tensor();
+    let scale = scale.map(|s| same::<Tensor<B, 1>, Tensor<F, 1>>(s).into_primitive().tensor());
+    let out = F::fused_adamw(raw(param), raw(grad), moments.map(|(m, v)| [raw(m), raw(v)]), scale, step);
+    out.map(|t| same(Tensor::<F, D>::from_primitive(TensorPrimitive::Float(t))))
 }
 
 type T = FloatTensor<NdArray<f32>>;

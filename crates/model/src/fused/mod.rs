@@ -26,10 +26,13 @@
 //! | linear map over rows `x·W + b` | 1-2 + 3-5 (transposed copies of `x`, `W` for the backward) | 1 + 3 products, no copies |
 //! | softmax + cross-entropy over the vocabulary | 6 + ~10, keeping `log p` (`[rows, V]`) | 1 + 1, keeping the logits |
 //! | AdamW update of a parameter ([`adamw`]) | ~15 (moments, bias correction, root, decay, step) | 1, in place |
+//! | AdamW updates of many parameters ([`adamw_many`]) | one operation per parameter | one operation under burn-fusion |
 //! | squared norm of many tensors ([`squared_norm`]) | 3 per tensor (square, sum, running total) | 1 |
 //! | reshape of a tensor in standard layout ([`reshape`]) | 1 copy + 1 copy of the gradient | no copy |
 
 pub mod adamw;
+pub use adamw::adamw;
+pub mod adamw_many;
 mod attention;
 mod autodiff;
 mod cpu;
@@ -52,7 +55,6 @@ use burn::tensor::activation::softmax;
 use burn::tensor::backend::Backend;
 use burn::tensor::ops::{BoolTensor, FloatTensor, IntTensor};
 use burn::tensor::{Int, Tensor, TensorMetadata, TensorPrimitive};
-use burn_ndarray::NdArray;
 
 /// Backends with fused operations. Every method has a composed default.
 pub trait FusedOps: Backend {
@@ -230,11 +232,16 @@ pub trait FusedOps: Backend {
         scale: Option<FloatTensor<Self>>,
         step: adamw::AdamWStep,
     ) -> [FloatTensor<Self>; 3] {
-        let shape = param.shape();
-        let flat = |t| as_rank::<Self, 1>(t, [shape.num_elements()]);
-        let scale = scale.map(|s| as_rank::<Self, 1>(s, [1]));
-        let out = adamw::composed(flat(param), flat(grad), moments.map(|[m, v]| (flat(m), flat(v))), scale, step);
-        out.map(|t| Self::float_reshape(t.into_primitive().tensor(), shape.clone()))
+        adamw_many::composed::<Self>(param, grad, moments, scale, step)
+    }
+
+    /// The AdamW updates of many parameters ([`adamw_many::adamw_many`]): by default each
+    /// through [`FusedOps::fused_adamw`], in order; under burn-fusion as one operation.
+    fn fused_adamw_many(
+        updates: Vec<adamw_many::Update<Self>>,
+        scale: Option<FloatTensor<Self>>,
+    ) -> Vec<[FloatTensor<Self>; 3]> {
+        updates.into_iter().map(|u| Self::fused_adamw(u.param, u.grad, u.moments, scale.clone(), u.step)).collect()
     }
 }
 
@@ -330,46 +337,6 @@ fn unary<O: Unary, B: Backend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> 
         same(Tensor::<F, D>::from_primitive(TensorPrimitive::Float(O::fused::<F>(x))))
     }
     on_kernels!(B, K => on::<O, B, K, D>(x), _ => O::composed(x))
-}
-
-/// One AdamW update of a parameter (formulas in [`adamw`]): `[θ, m, v]` after it, from the
-/// parameter, its gradient and its moments (`None` on the first update), in one pass where
-/// the backend has a kernel. `scale` multiplies the gradient first (clipping's factor, left on
-/// the device: one pass where a separate multiplication would be one more per parameter). The
-/// same bits either way.
-///
-/// # Shapes
-/// - `param`, `grad`, the moments: one shape; outputs: the same
-/// - `scale`: `[1]`
-pub fn adamw<B: Backend, const D: usize>(
-    param: Tensor<B, D>,
-    grad: Tensor<B, D>,
-    moments: Option<(Tensor<B, D>, Tensor<B, D>)>,
-    scale: Option<Tensor<B, 1>>,
-    step: adamw::AdamWStep,
-) -> [Tensor<B, D>; 3] {
-    if is::<B, NdArray<f32>>() {
-        let raw = |t: Tensor<B, D>| same::<Tensor<B, D>, Tensor<NdArray<f32>, D>>(t).into_primitive().tensor();
-        let scale = scale.map(|s| same::<Tensor<B, 1>, Tensor<NdArray<f32>, 1>>(s).into_primitive().tensor());
-        let out = adamw::cpu(raw(param), raw(grad), moments.map(|(m, v)| [raw(m), raw(v)]), scale, step);
-        out.map(|t| same(Tensor::<NdArray<f32>, D>::from_primitive(TensorPrimitive::Float(t))))
-    } else {
-        on_kernels!(updates B, K => adamw_on::<B, K, D>(param, grad, moments, scale, step), _ => adamw::composed(param, grad, moments, scale, step))
-    }
-}
-
-/// [`adamw`] through `F`'s [`FusedOps::fused_adamw`] (`F` is `B`).
-fn adamw_on<B: Backend, F: FusedOps, const D: usize>(
-    param: Tensor<B, D>,
-    grad: Tensor<B, D>,
-    moments: Option<(Tensor<B, D>, Tensor<B, D>)>,
-    scale: Option<Tensor<B, 1>>,
-    step: adamw::AdamWStep,
-) -> [Tensor<B, D>; 3] {
-    let raw = |t: Tensor<B, D>| same::<Tensor<B, D>, Tensor<F, D>>(t).into_primitive().tensor();
-    let scale = scale.map(|s| same::<Tensor<B, 1>, Tensor<F, 1>>(s).into_primitive().tensor());
-    let out = F::fused_adamw(raw(param), raw(grad), moments.map(|(m, v)| [raw(m), raw(v)]), scale, step);
-    out.map(|t| same(Tensor::<F, D>::from_primitive(TensorPrimitive::Float(t))))
 }
 
 /// `x` as the matrix of its rows over the last axis.

@@ -99,17 +99,30 @@ fn register<B: FusionBackend, const N: usize>(
     outputs: [(Shape, DType); N],
     run: impl Fn(Vec<Arg<B>>) -> [FloatTensor<B>; N] + Send + Sync + 'static,
 ) -> [FusionTensor<B::FusionRuntime>; N] {
+    register_vec(id, inputs, Vec::from(outputs), move |args| Vec::from(run(args))).outputs()
+}
+
+/// [`register`] with as many outputs as `outputs` lists (`run` returns one per entry).
+fn register_vec<B: FusionBackend>(
+    id: &'static str,
+    inputs: Vec<(FusionTensor<B::FusionRuntime>, Kind)>,
+    outputs: Vec<(Shape, DType)>,
+    run: impl Fn(Vec<Arg<B>>) -> Vec<FloatTensor<B>> + Send + Sync + 'static,
+) -> Vec<FusionTensor<B::FusionRuntime>> {
     let client = inputs[0].0.client.clone();
     let mut streams = OperationStreams::default();
     for (tensor, _) in &inputs {
         streams.tensor(tensor);
     }
-    let outputs = outputs.map(|(shape, dtype)| TensorIr::uninit(client.create_empty_handle(), shape, dtype));
+    let outputs: Vec<TensorIr> = outputs
+        .into_iter()
+        .map(|(shape, dtype)| TensorIr::uninit(client.create_empty_handle(), shape, dtype))
+        .collect();
     let kinds = inputs.iter().map(|(_, kind)| *kind).collect();
     let inputs: Vec<TensorIr> = inputs.into_iter().map(|(tensor, _)| tensor.into_ir()).collect();
     let desc = CustomOpIr::new(id, &inputs, &outputs);
-    let op = Custom::<B> { desc: desc.clone(), kinds, run: Box::new(move |args| Vec::from(run(args))) };
-    client.register(streams, OperationIr::Custom(desc), op).outputs()
+    let op = Custom::<B> { desc: desc.clone(), kinds, run: Box::new(run) };
+    client.register(streams, OperationIr::Custom(desc), op)
 }
 
 /// The shape and float type of `t`.
@@ -275,5 +288,42 @@ impl<B: FusionBackend + FusedOps> FusedOps for Fusion<B> {
             let scale = scaled.then(|| args.next().expect("gradient scale"));
             B::fused_adamw(param, grad, moments, scale, step)
         })
+    }
+
+    fn fused_adamw_many(
+        updates: Vec<crate::fused::adamw_many::Update<Self>>,
+        scale: Option<FloatTensor<Self>>,
+    ) -> Vec<[FloatTensor<Self>; 3]> {
+        // What each update brings: whether it has moments, and its scalars (in the closure).
+        let layout: Vec<_> = updates.iter().map(|u| (u.moments.is_some(), u.step)).collect();
+        let (mut inputs, mut outputs) = (Vec::new(), Vec::new());
+        for u in updates {
+            let out = like(&u.param);
+            outputs.extend([out.clone(), out.clone(), out]);
+            inputs.extend([(u.param, Kind::Float), (u.grad, Kind::Float)]);
+            inputs.extend(u.moments.into_iter().flatten().map(|t| (t, Kind::Float)));
+        }
+        let scaled = scale.is_some();
+        inputs.extend(scale.map(|t| (t, Kind::Float)));
+        let count = layout.len();
+        let outputs = register_vec::<B>("attend::adamw_many", inputs, outputs, move |args| {
+            let mut args: Vec<_> = args.into_iter().map(Arg::float).collect();
+            let scale = if scaled { args.pop() } else { None };
+            let mut args = args.into_iter();
+            let mut take = || args.next().expect("the inputs registered for each update");
+            let updates = layout
+                .iter()
+                .map(|&(has_moments, step)| crate::fused::adamw_many::Update {
+                    param: take(),
+                    grad: take(),
+                    moments: has_moments.then(|| [take(), take()]),
+                    step,
+                })
+                .collect();
+            B::fused_adamw_many(updates, scale).into_iter().flatten().collect()
+        });
+        let mut outputs = outputs.into_iter();
+        let mut next = || outputs.next().expect("three outputs an update");
+        (0..count).map(|_| [next(), next(), next()]).collect()
     }
 }

@@ -288,3 +288,52 @@ fn by_default_the_squared_norm_takes_the_kernels_with_and_without_fusion() {
     assert!(runs(GpuKernels::Unfused, squared_norm_case::<WgpuUnfused>), "auto: wgpu-unfused ran no kernel");
     assert!(!runs(GpuKernels::Off, squared_norm_case::<burn_wgpu::Wgpu>), "off: wgpu (fusion) ran the kernels");
 }
+
+/// AdamW updates of three parameters as one operation (`adamw_many`: a matrix on its first
+/// update, a vector and a matrix later, the gradients scaled): each parameter and moment has
+/// the bits of `fused::adamw` on that parameter alone, on the same backend.
+fn adamw_many_case<B: burn::tensor::backend::Backend>() {
+    use crate::fused::adamw::AdamWStep;
+    use crate::fused::adamw_many::{adamw_many, Update};
+    use burn::tensor::TensorPrimitive;
+    let device = Default::default();
+    let tensor = |n: usize, seed: u64| {
+        Tensor::<B, 2>::from_data(burn::tensor::TensorData::new(values(n, seed, 1.0), [n / 7, 7]), &device)
+    };
+    let step = |time, decay| AdamWStep { lr: 1e-2, beta_1: 0.9, beta_2: 0.95, epsilon: 1e-8, decay, time };
+    // (parameter, gradient, moments, step) of each update; the moments' second is made positive.
+    let cases = || {
+        [(7 * 113, 1, false, step(1, 0.999)), (7, 2, true, step(4, 1.0)), (7 * 40, 3, true, step(2, 0.999))].map(
+            |(n, seed, moments, step)| {
+                let moments = moments.then(|| (tensor(n, seed + 20), tensor(n, seed + 30).abs()));
+                (tensor(n, seed), tensor(n, seed + 10), moments, step)
+            },
+        )
+    };
+    let scale = Tensor::<B, 1>::from_data([0.37f32], &device);
+    let raw = |t: Tensor<B, 2>| t.into_primitive().tensor();
+    let updates = cases()
+        .into_iter()
+        .map(|(p, g, moments, step)| Update {
+            param: raw(p),
+            grad: raw(g),
+            moments: moments.map(|(m, v)| [raw(m), raw(v)]),
+            step,
+        })
+        .collect();
+    let many = adamw_many::<B>(updates, Some(scale.clone()));
+    assert_eq!(many.len(), 3);
+    for (got, (p, g, moments, step)) in many.into_iter().zip(cases()) {
+        let alone = crate::fused::adamw(p, g, moments, Some(scale.clone()), step);
+        for (got, want) in got.into_iter().zip(alone) {
+            let got = Tensor::<B, 2>::from_primitive(TensorPrimitive::Float(got));
+            assert_eq!(data(got), data(want), "adamw_many against adamw alone");
+        }
+    }
+}
+
+#[test]
+fn cubecl_adamw_many_gives_each_parameter_the_bits_of_its_update_alone() {
+    let _turn = serial();
+    on_both("AdamW of many", adamw_many_case::<burn_wgpu::Wgpu>, adamw_many_case::<WgpuUnfused>);
+}
