@@ -2,8 +2,9 @@
 //! ([`attend_model::fused::adamw_many`]). Burn's optimizer adaptor updates one parameter at a
 //! time, and under burn-fusion each update is a hand-off from the training thread to the
 //! device's (one of the units that make up the fixed cost of a GPU step, docs/benchmarks.md).
-//! Here a first pass over the model gathers every parameter that has a gradient, with its
-//! moments; one operation updates them all; a second pass puts the results back. The state
+//! Here one pass over the model takes out every parameter that has a gradient, with its
+//! moments; one operation updates them all; the model's lazy parameters then read the new
+//! values ([`step`] says why they are taken and not copied). The state
 //! stays the adaptor's (its records: Burn's `AdamWState` per parameter), so checkpoints are the
 //! same files either way, and each parameter's update is the same kernel with the same bits
 //! as the adaptor's: tested here (the steps and the saved state, on the CPU) and in
