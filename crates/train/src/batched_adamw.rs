@@ -23,7 +23,7 @@ use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::ops::FloatTensor;
 use burn::tensor::{Tensor, TensorPrimitive};
 
-use crate::optimizer::GroupedAdamW;
+use crate::grouped_adamw::GroupedAdamW;
 
 type Inner<B> = <B as AutodiffBackend>::InnerBackend;
 type Adaptor<B, M> = OptimizerAdaptor<GroupedAdamW<Inner<B>>, M, B>;

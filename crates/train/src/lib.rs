@@ -24,6 +24,7 @@ pub mod export;
 pub mod finetune;
 pub mod fit;
 pub mod generate;
+pub mod grouped_adamw;
 pub mod heatmap;
 pub mod import;
 pub mod lm_eval;
