@@ -327,5 +327,7 @@ pub fn attention<B: Backend>(
         K::fused_attention(prim(q), prim(k), prim(v), mask, scale)
             .map(|t| same(Tensor::<K, 4>::from_primitive(TensorPrimitive::Float(t))))
     }
-    super::on_kernels!(B, K => on::<B, K>(q, k, v, mask, scale), _ => composed(q, k, v, mask, scale))
+    super::on_kernels!(B, K => on::<B, K>(q, k, v, mask, scale), _ => {
+        super::on_kernels!(tracked B, K => on::<B, K>(q, k, v, mask, scale), _ => composed(q, k, v, mask, scale))
+    })
 }

@@ -4,7 +4,9 @@
 //! kept from the forward: the input for GELU; the output for the softmax; the input and `γ`
 //! for the LayerNorm (whose backward recomputes mean and deviation instead of keeping them);
 //! `Q`, `K`, `V` and the weights for attention; the input and weight for the linear map; the
-//! logits and targets for the cross-entropy; the input's shape for a reshape.
+//! logits and targets for the cross-entropy; the input's shape for a reshape. The composed
+//! LayerNorm ([`FusedOps::composed_layer_norm`]) runs `B`'s own operations forward and its
+//! closed-form backward ([`composed_norm`]), keeping `x̂`, `1/σ` and `γ`.
 
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
@@ -14,9 +16,9 @@ use burn::backend::autodiff::NodeId;
 use burn::backend::Autodiff;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::ops::{BoolTensor, FloatTensor, IntTensor};
-use burn::tensor::TensorMetadata;
+use burn::tensor::{Shape, TensorMetadata};
 
-use super::{FusedOps, Weight};
+use super::{composed_norm, FusedOps, Weight};
 
 impl<B: FusedOps, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
     fn fused_reshape(x: FloatTensor<Self>, shape: burn::tensor::Shape) -> FloatTensor<Self> {
@@ -136,6 +138,57 @@ impl<B: FusedOps, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
         }
     }
 
+    fn composed_layer_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: Option<FloatTensor<Self>>,
+        epsilon: f64,
+    ) -> FloatTensor<Self> {
+        /// Parents `[x, γ]` or `[x, γ, β]`.
+        #[derive(Debug)]
+        struct ComposedNormBackward;
+
+        impl<B: FusedOps, const N: usize> Backward<B, N> for ComposedNormBackward {
+            /// `x̂`, `1/σ` (the normalized axis of size one) and `γ`.
+            type State = [FloatTensor<B>; 3];
+
+            fn backward(self, ops: Ops<Self::State, N>, grads: &mut Gradients, _: &mut Checkpointer) {
+                let [normalized, rstd, gamma] = ops.state;
+                let grad = grads.consume::<B>(&ops.node);
+                let (dx, dgamma, dbeta) = composed_norm::backward::<B>(normalized, rstd, gamma, grad, N == 3);
+                register_some::<B, N>(
+                    ops.parents.each_ref().map(|p| p.as_ref().map(|node| node.id)),
+                    [Some(dx), Some(dgamma), dbeta],
+                    grads,
+                );
+            }
+        }
+
+        fn run<B: FusedOps, C: CheckpointStrategy, const N: usize>(
+            inputs: [&FloatTensor<Autodiff<B, C>>; N],
+            epsilon: f64,
+        ) -> FloatTensor<Autodiff<B, C>> {
+            let (x, gamma) = (inputs[0].primitive.clone(), inputs[1].primitive.clone());
+            let beta = inputs.get(2).map(|b| b.primitive.clone());
+            let nodes = inputs.map(|t| t.node.clone());
+            match <ComposedNormBackward as Backward<B, N>>::prepare::<C>(ComposedNormBackward, nodes)
+                .compute_bound()
+                .stateful()
+            {
+                OpsKind::Tracked(prep) => {
+                    let [out, normalized, rstd] = composed_norm::forward::<B>(x, gamma.clone(), beta, epsilon);
+                    prep.finish([normalized, rstd, gamma], out)
+                }
+                OpsKind::UnTracked(prep) => prep.finish(B::layer_norm(x, gamma, beta, epsilon)),
+            }
+        }
+
+        match &beta {
+            Some(beta) => run::<B, C, 3>([&x, &gamma, beta], epsilon),
+            None => run::<B, C, 2>([&x, &gamma], epsilon),
+        }
+    }
+
     fn fused_attention(
         q: FloatTensor<Self>,
         k: FloatTensor<Self>,
@@ -184,14 +237,20 @@ impl<B: FusedOps, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
         struct LinearBackward;
 
         impl<B: FusedOps, const N: usize> Backward<B, N> for LinearBackward {
-            /// The input, the weight and its layout.
-            type State = (FloatTensor<B>, FloatTensor<B>, Weight);
+            /// The input as [`FusedOps::linear_rows`] gives it, its own shape, the weight and
+            /// its layout.
+            type State = (FloatTensor<B>, Shape, FloatTensor<B>, Weight);
 
             fn backward(self, ops: Ops<Self::State, N>, grads: &mut Gradients, _: &mut Checkpointer) {
-                let (x, weight, layout) = ops.state;
+                let (x, shape, weight, layout) = ops.state;
                 let grad = grads.consume::<B>(&ops.node);
-                let found = B::fused_linear_backward(x, weight, grad, layout);
-                register::<B, N>(ops.parents.each_ref().map(|p| p.as_ref().map(|node| node.id)), found, grads);
+                let (dx, dw, db) = B::fused_linear_backward(x, weight, grad, layout, N == 3);
+                let dx = super::reshaped::<B>(dx, shape);
+                register_some::<B, N>(
+                    ops.parents.each_ref().map(|p| p.as_ref().map(|node| node.id)),
+                    [Some(dx), Some(dw), db],
+                    grads,
+                );
             }
         }
 
@@ -202,10 +261,20 @@ impl<B: FusedOps, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
             let (x, weight) = (inputs[0].primitive.clone(), inputs[1].primitive.clone());
             let bias = inputs.get(2).map(|b| b.primitive.clone());
             let nodes = inputs.map(|t| t.node.clone());
+            let shape = x.shape();
+            // The output in the input's rank, `[…, d_out]`.
+            let out_shape = |y: &FloatTensor<B>| {
+                let mut out = shape.clone();
+                let last = out.num_dims() - 1;
+                out[last] = y.shape()[y.shape().num_dims() - 1];
+                out
+            };
             match <LinearBackward as Backward<B, N>>::prepare::<C>(LinearBackward, nodes).compute_bound().stateful() {
                 OpsKind::Tracked(prep) => {
-                    let out = B::fused_linear(x.clone(), weight.clone(), bias, layout);
-                    prep.finish((x, weight, layout), out)
+                    let rows = B::linear_rows(x);
+                    let y = B::fused_linear(rows.clone(), weight.clone(), bias, layout);
+                    let out = out_shape(&y);
+                    prep.finish((rows, shape, weight, layout), super::reshaped::<B>(y, out))
                 }
                 OpsKind::UnTracked(prep) => prep.finish(B::fused_linear(x, weight, bias, layout)),
             }
@@ -252,6 +321,20 @@ fn register<B: FusedOps, const N: usize>(
 ) {
     for (parent, grad) in parents.into_iter().zip(found) {
         if let Some(id) = parent {
+            grads.register::<B>(id, grad);
+        }
+    }
+}
+
+/// Registers `found[i]` as the gradient of the `i`-th parent where the parent is tracked and
+/// there is a gradient (a map without bias has none for it).
+fn register_some<B: FusedOps, const N: usize>(
+    parents: [Option<NodeId>; N],
+    found: [Option<FloatTensor<B>>; 3],
+    grads: &mut Gradients,
+) {
+    for (parent, grad) in parents.into_iter().zip(found) {
+        if let (Some(id), Some(grad)) = (parent, grad) {
             grads.register::<B>(id, grad);
         }
     }

@@ -150,5 +150,9 @@ pub fn cross_entropy<B: Backend>(logits: Tensor<B, 2>, targets: Tensor<B, 1, Int
         let t = same::<Tensor<B, 1, Int>, Tensor<K, 1, Int>>(targets).into_primitive();
         same(Tensor::<K, 2>::from_primitive(TensorPrimitive::Float(K::fused_cross_entropy(z, t, smoothing))))
     }
-    super::on_kernels!(B, K => on::<B, K>(logits, targets, smoothing), _ => composed(logits, targets, smoothing))
+    super::on_kernels!(B, K => on::<B, K>(logits, targets, smoothing), _ => {
+        super::on_kernels!(tracked B, K => on::<B, K>(logits, targets, smoothing), _ => {
+            composed(logits, targets, smoothing)
+        })
+    })
 }

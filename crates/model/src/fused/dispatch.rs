@@ -1,6 +1,9 @@
 //! Which backend has kernels: [`Kernels::of`] tells by type, at run time, and [`on_kernels!`]
 //! runs a fused operation with that backend named, or its composed form; which GPU backends
-//! take the CubeCL kernels is [`GpuKernels`] (`ATTEND_GPU_KERNELS`).
+//! take the CubeCL kernels is [`GpuKernels`] (`ATTEND_GPU_KERNELS`). Where a GPU backend with
+//! burn-fusion takes none (`auto`), [`Kernels::tracked`] still names its autodiff backend, so
+//! that LayerNorm, softmax, attention, the cross-entropy and the linear maps run composed of
+//! Burn's operations as one autodiff step each, with a backward of their own.
 
 use core::any::Any;
 
@@ -45,6 +48,29 @@ impl Kernels {
         match gpu_kernels() {
             GpuKernels::Unfused => Self::under::<B>(GpuKernels::All),
             mode => Self::under::<B>(mode),
+        }
+    }
+
+    /// The autodiff backend of burn-fusion under `auto`, where our kernels are off: an
+    /// operation composed of the backend's own operations with a backward of its own (fewer
+    /// operations handed to the fusion stream than Burn's autodiff of every step). `None`
+    /// otherwise: where there are kernels, [`Kernels::of`] has them, and `off` is Burn's alone.
+    pub(super) fn tracked<B: 'static>() -> Kernels {
+        let kernels = Self::tracked_of::<B>();
+        #[cfg(test)]
+        if !matches!(kernels, Kernels::None) {
+            TRACKED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        kernels
+    }
+
+    fn tracked_of<B: 'static>() -> Kernels {
+        match (gpu_kernels(), Self::gpu::<B>(GpuKernels::All)) {
+            #[cfg(feature = "wgpu")]
+            (GpuKernels::Unfused, kernels @ Kernels::WgpuAutodiff) => kernels,
+            #[cfg(feature = "cuda")]
+            (GpuKernels::Unfused, kernels @ Kernels::CudaAutodiff) => kernels,
+            _ => Kernels::None,
         }
     }
 
@@ -116,7 +142,8 @@ impl Kernels {
 pub enum GpuKernels {
     /// `auto` (the default): the backends without burn-fusion, where the kernels were measured
     /// faster than the composed form; under fusion the composed form, which burn-fusion fuses
-    /// (on lavapipe the kernels' custom operations cost more than they save: docs/benchmarks.md).
+    /// (on lavapipe the kernels' custom operations cost more than they save: docs/benchmarks.md),
+    /// each operation one autodiff step with its own backward ([`Kernels::tracked`]).
     Unfused,
     /// `all`: every GPU backend, under burn-fusion as custom operations of its stream.
     All,
@@ -148,6 +175,13 @@ pub fn parse_gpu_kernels(value: &str) -> Result<GpuKernels, String> {
 
 /// The setting in force on this thread: the tests' choice, else the environment's, read once
 /// (a value the runner would refuse counts as `auto` here; `xtask` checks it before a run).
+/// Whether burn-fusion's implementation runs our kernels (`all`) or the composed forms
+/// (`auto`, reached through [`Kernels::tracked`]).
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+pub(super) fn kernels_under_fusion() -> bool {
+    gpu_kernels() == GpuKernels::All
+}
+
 fn gpu_kernels() -> GpuKernels {
     static ENV: std::sync::OnceLock<GpuKernels> = std::sync::OnceLock::new();
     #[cfg(test)]
@@ -156,6 +190,10 @@ fn gpu_kernels() -> GpuKernels {
     }
     *ENV.get_or_init(|| gpu_kernels_from_env().unwrap_or(GpuKernels::Unfused))
 }
+
+/// Operations sent on through [`Kernels::tracked`], for the tests that check the dispatch.
+#[cfg(test)]
+pub(crate) static TRACKED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 #[cfg(test)]
 thread_local! {
@@ -169,6 +207,11 @@ thread_local! {
 macro_rules! on_kernels {
     ($B:ty, $K:ident => $fused:expr, _ => $composed:expr) => {
         $crate::fused::dispatch::on_kernels!(@match $crate::fused::dispatch::Kernels::of::<$B>(), $K => $fused, _ => $composed)
+    };
+    (tracked $B:ty, $K:ident => $fused:expr, _ => $composed:expr) => {
+        $crate::fused::dispatch::on_kernels!(
+            @match $crate::fused::dispatch::Kernels::tracked::<$B>(), $K => $fused, _ => $composed
+        )
     };
     (updates $B:ty, $K:ident => $fused:expr, _ => $composed:expr) => {
         $crate::fused::dispatch::on_kernels!(

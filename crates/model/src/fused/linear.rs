@@ -41,17 +41,18 @@ pub(super) fn composed<B: Backend>(
     }
 }
 
-/// `[dx, dW, db]`, composed.
+/// `(dx, dW, db)`, composed (`db` as `[1, d_out]`, only `with_bias`).
 pub(super) fn composed_backward<B: Backend>(
     x: Tensor<B, 2>,
     w: Tensor<B, 2>,
     grad: Tensor<B, 2>,
     layout: Weight,
-) -> [Tensor<B, 2>; 3] {
-    let db = grad.clone().sum_dim(0);
+    with_bias: bool,
+) -> (Tensor<B, 2>, Tensor<B, 2>, Option<Tensor<B, 2>>) {
+    let db = with_bias.then(|| grad.clone().sum_dim(0));
     match layout {
-        Weight::InOut => [grad.clone().matmul(w.transpose()), x.transpose().matmul(grad), db],
-        Weight::OutIn => [grad.clone().matmul(w), grad.transpose().matmul(x), db],
+        Weight::InOut => (grad.clone().matmul(w.transpose()), x.transpose().matmul(grad), db),
+        Weight::OutIn => (grad.clone().matmul(w), grad.transpose().matmul(x), db),
     }
 }
 
@@ -298,12 +299,15 @@ pub fn linear<B: Backend, const D: usize>(
         let b = b.map(|b| same::<Tensor<B, 1>, Tensor<K, 1>>(b).into_primitive().tensor());
         same(Tensor::<K, D>::from_primitive(TensorPrimitive::Float(K::fused_linear(x, w, b, layout))))
     }
-    super::on_kernels!(B, K => on::<B, K, D>(x, w, b, layout), _ => {
+    let over_rows = |x: Tensor<B, D>, w, b| {
         let dims = x.dims();
         let d_in = dims[D - 1];
         let y = composed(x.reshape([dims.iter().product::<usize>() / d_in.max(1), d_in]), w, b, layout);
         let mut out = dims;
         out[D - 1] = y.dims()[1];
         y.reshape(out)
+    };
+    super::on_kernels!(B, K => on::<B, K, D>(x, w, b, layout), _ => {
+        super::on_kernels!(tracked B, K => on::<B, K, D>(x, w, b, layout), _ => over_rows(x, w, b))
     })
 }

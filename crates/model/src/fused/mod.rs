@@ -17,6 +17,16 @@
 //! their `Autodiff`) and otherwise compute the composed form. Both paths compute the same function; `tests.rs` checks values and gradients
 //! of each fused operation against the composed reference.
 //!
+//! A third path serves the GPU backends under burn-fusion, where our kernels are off by
+//! default (their custom operations cut fusion's blocks): the composed forms ([`composed`],
+//! [`composed_norm`]) as one autodiff step each with a backward of their own
+//! ([`Kernels::tracked`]), instead of Burn's autodiff of every operation in them. Each hands
+//! the fusion stream fewer operations (a LayerNorm's backward in closed form from `x̂` and
+//! `1/σ` kept by the forward; attention's, the softmax's and the cross-entropy's as in the
+//! kernels; no bias gradient for a map without bias; a linear map's input kept as the matrix
+//! of its rows): on nanoGPT's GPU configuration 517 → ~360 executions a step
+//! (docs/benchmarks.md).
+//!
 //! | operation | composed passes (forward + backward) | fused |
 //! | --- | --- | --- |
 //! | exact GELU `x·Φ(x)` | 5 + 9 (erf, its derivative, products) | 1 + 1 |
@@ -35,6 +45,8 @@ pub use adamw::adamw;
 pub mod adamw_many;
 mod attention;
 mod autodiff;
+mod composed;
+mod composed_norm;
 mod cpu;
 mod cross_entropy;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
@@ -54,38 +66,28 @@ mod wide;
 use burn::tensor::activation::softmax;
 use burn::tensor::backend::Backend;
 use burn::tensor::ops::{BoolTensor, FloatTensor, IntTensor};
-use burn::tensor::{Int, Tensor, TensorMetadata, TensorPrimitive};
+use burn::tensor::{Tensor, TensorMetadata, TensorPrimitive};
 
 /// Backends with fused operations. Every method has a composed default.
 pub trait FusedOps: Backend {
     /// Exact GELU `x·Φ(x)`, element-wise.
     fn fused_gelu(x: FloatTensor<Self>) -> FloatTensor<Self> {
-        flat::<Self>(x, |x| Gelu::composed(x))
+        composed::gelu::<Self>(x)
     }
 
     /// `grad · d GELU(x)/dx = grad · (Φ(x) + x·φ(x))`, element-wise.
     fn fused_gelu_backward(x: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
-        let shape = x.shape();
-        let (x, grad) =
-            (as_rank::<Self, 1>(x, [shape.num_elements()]), as_rank::<Self, 1>(grad, [shape.num_elements()]));
-        let cdf = x.clone().mul_scalar(core::f64::consts::FRAC_1_SQRT_2).erf().add_scalar(1.0).mul_scalar(0.5);
-        let pdf = x.clone().powi_scalar(2).mul_scalar(-0.5).exp().mul_scalar(INV_SQRT_2PI);
-        Self::float_reshape((grad * (cdf + x * pdf)).into_primitive().tensor(), shape)
+        composed::gelu_backward::<Self>(x, grad)
     }
 
     /// Softmax over the last axis.
     fn fused_softmax_last(x: FloatTensor<Self>) -> FloatTensor<Self> {
-        rows::<Self>(x, |x| softmax(x, 1))
+        composed::softmax_last::<Self>(x)
     }
 
     /// The softmax's backward from its output `y`: `y ⊙ (grad − Σ_last grad ⊙ y)`.
     fn fused_softmax_last_backward(y: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
-        let shape = y.shape();
-        let last = shape[shape.num_dims() - 1];
-        let dims = [shape.num_elements() / last, last];
-        let (y, grad) = (as_rank::<Self, 2>(y, dims), as_rank::<Self, 2>(grad, dims));
-        let dot = (grad.clone() * y.clone()).sum_dim(1);
-        Self::float_reshape((y * (grad - dot)).into_primitive().tensor(), shape)
+        composed::softmax_last_backward::<Self>(y, grad)
     }
 
     /// LayerNorm over the last axis, `(x − μ)/√(σ² + ε) · γ + β` (`σ²` biased): Burn's own
@@ -127,6 +129,19 @@ pub trait FusedOps: Backend {
         ]
     }
 
+    /// LayerNorm composed of this backend's operations (Burn's `layer_norm`, the same values);
+    /// under autodiff with a backward of its own from `x̂` and `1/σ` kept by the forward
+    /// ([`composed_norm`]) instead of Burn's backward of each operation: the form of the GPU
+    /// backends under burn-fusion with `ATTEND_GPU_KERNELS=auto`.
+    fn composed_layer_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: Option<FloatTensor<Self>>,
+        epsilon: f64,
+    ) -> FloatTensor<Self> {
+        Self::layer_norm(x, gamma, beta, epsilon)
+    }
+
     /// Scaled dot-product attention per (batch, head): `[O, P]` with `P = softmax(s·QKᵀ
     /// masked)`, `O = PV` ([`attention`] has the formulas); only `O` is differentiable.
     fn fused_attention(
@@ -136,9 +151,7 @@ pub trait FusedOps: Backend {
         mask: Option<BoolTensor<Self>>,
         scale: f64,
     ) -> [FloatTensor<Self>; 2] {
-        let t = |t| Tensor::<Self, 4>::from_primitive(TensorPrimitive::Float(t));
-        let mask = mask.map(Tensor::<Self, 4, burn::tensor::Bool>::from_primitive);
-        attention::composed(t(q), t(k), t(v), mask, scale).map(|t| t.into_primitive().tensor())
+        composed::attention::<Self>(q, k, v, mask, scale)
     }
 
     /// `[dQ, dK, dV]` of [`FusedOps::fused_attention`] from `P` and the gradient of `O`.
@@ -150,8 +163,7 @@ pub trait FusedOps: Backend {
         grad: FloatTensor<Self>,
         scale: f64,
     ) -> [FloatTensor<Self>; 3] {
-        let t = |t| Tensor::<Self, 4>::from_primitive(TensorPrimitive::Float(t));
-        attention::composed_backward(t(q), t(k), t(v), t(weights), t(grad), scale).map(|t| t.into_primitive().tensor())
+        composed::attention_backward::<Self>(q, k, v, weights, grad, scale)
     }
 
     /// `x·W + b` over rows (`W` stored as `layout` says; [`linear`] has the formulas).
@@ -168,23 +180,33 @@ pub trait FusedOps: Backend {
         let mut out = shape;
         let last = out.num_dims() - 1;
         out[last] = y.dims()[1];
-        Self::float_reshape(y.into_primitive().tensor(), out)
+        reshaped::<Self>(y.into_primitive().tensor(), out)
     }
 
-    /// `[dx, dW, db]` of [`FusedOps::fused_linear`] from the output's gradient (`dx` in `x`'s
-    /// shape).
+    /// The input of a linear map as its backward reads it: the matrix of its rows for the
+    /// composed form (kept from the forward, so that the backward reshapes it no more); the
+    /// CPU kernels read any rank as it is.
+    fn linear_rows(x: FloatTensor<Self>) -> FloatTensor<Self> {
+        matrix::<Self>(x).into_primitive().tensor()
+    }
+
+    /// `(dx, dW, db)` of [`FusedOps::fused_linear`] from the output's gradient (`dx` in `x`'s
+    /// shape; `db` only for a map `with_bias`).
     fn fused_linear_backward(
         x: FloatTensor<Self>,
         weight: FloatTensor<Self>,
         grad: FloatTensor<Self>,
         layout: Weight,
-    ) -> [FloatTensor<Self>; 3] {
+        with_bias: bool,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, Option<FloatTensor<Self>>) {
         let shape = x.shape();
         let w = Tensor::<Self, 2>::from_primitive(TensorPrimitive::Float(weight));
-        let [dx, dw, db] = linear::composed_backward(matrix::<Self>(x), w, matrix::<Self>(grad), layout);
-        let d_out = db.dims()[1];
-        let db = db.reshape([d_out]).into_primitive().tensor();
-        [Self::float_reshape(dx.into_primitive().tensor(), shape), dw.into_primitive().tensor(), db]
+        let (dx, dw, db) = linear::composed_backward(matrix::<Self>(x), w, matrix::<Self>(grad), layout, with_bias);
+        let db = db.map(|db| {
+            let d_out = db.dims()[1];
+            db.reshape([d_out]).into_primitive().tensor()
+        });
+        (reshaped::<Self>(dx.into_primitive().tensor(), shape), dw.into_primitive().tensor(), db)
     }
 
     /// `x` in `shape` (as many elements); the CPU backend does it without a copy where the
@@ -196,9 +218,7 @@ pub trait FusedOps: Backend {
     /// Softmax + cross-entropy per row of `logits` (`[rows, V]`) against `targets` (`[rows]`):
     /// `[nll, smoothed]` as `[rows, 2]` ([`cross_entropy`] has the formulas).
     fn fused_cross_entropy(logits: FloatTensor<Self>, targets: IntTensor<Self>, smoothing: f64) -> FloatTensor<Self> {
-        let (z, t) =
-            (Tensor::<Self, 2>::from_primitive(TensorPrimitive::Float(logits)), Tensor::from_primitive(targets));
-        cross_entropy::composed(z, t, smoothing).into_primitive().tensor()
+        composed::cross_entropy::<Self>(logits, targets, smoothing)
     }
 
     /// The gradient of [`FusedOps::fused_cross_entropy`] with respect to the logits, from the
@@ -209,12 +229,7 @@ pub trait FusedOps: Backend {
         grad: FloatTensor<Self>,
         smoothing: f64,
     ) -> FloatTensor<Self> {
-        let (z, t) = (
-            Tensor::<Self, 2>::from_primitive(TensorPrimitive::Float(logits)),
-            Tensor::<Self, 1, Int>::from_primitive(targets),
-        );
-        let grad = Tensor::from_primitive(TensorPrimitive::Float(grad));
-        cross_entropy::composed_backward(z, t, grad, smoothing).into_primitive().tensor()
+        composed::cross_entropy_backward::<Self>(logits, targets, grad, smoothing)
     }
 
     /// `Σₜ Σᵢ tᵢ²` over `tensors` (any shapes, at least one), `[1]` ([`squared_norm`]).
@@ -278,10 +293,23 @@ pub fn layer_norm<B: Backend, const D: usize>(
         let y = F::fused_layer_norm(x, prim(gamma), beta.map(prim), epsilon);
         same::<Tensor<F, D>, Tensor<B, D>>(Tensor::from_primitive(TensorPrimitive::Float(y)))
     }
+    fn composed<B: Backend, F: FusedOps, const D: usize>(
+        x: Tensor<B, D>,
+        gamma: Tensor<B, 1>,
+        beta: Option<Tensor<B, 1>>,
+        epsilon: f64,
+    ) -> Tensor<B, D> {
+        let prim = |t: Tensor<B, 1>| same::<Tensor<B, 1>, Tensor<F, 1>>(t).into_primitive().tensor();
+        let x = same::<Tensor<B, D>, Tensor<F, D>>(x).into_primitive().tensor();
+        let y = F::composed_layer_norm(x, prim(gamma), beta.map(prim), epsilon);
+        same::<Tensor<F, D>, Tensor<B, D>>(Tensor::from_primitive(TensorPrimitive::Float(y)))
+    }
     on_kernels!(B, K => on::<B, K, D>(x, gamma, beta, epsilon), _ => {
-        let beta = beta.map(|b| b.into_primitive().tensor());
-        let y = B::layer_norm(x.into_primitive().tensor(), gamma.into_primitive().tensor(), beta, epsilon);
-        Tensor::from_primitive(TensorPrimitive::Float(y))
+        on_kernels!(tracked B, K => composed::<B, K, D>(x, gamma, beta, epsilon), _ => {
+            let beta = beta.map(|b| b.into_primitive().tensor());
+            let y = B::layer_norm(x.into_primitive().tensor(), gamma.into_primitive().tensor(), beta, epsilon);
+            Tensor::from_primitive(TensorPrimitive::Float(y))
+        })
     })
 }
 
@@ -303,6 +331,11 @@ pub fn softmax_last<B: Backend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D>
 
 /// A fused unary operation: its [`FusedOps`] method and its composed form.
 trait Unary {
+    /// Whether, where `B` has no kernel for it, the operation runs as one step of autodiff
+    /// with its own backward on the backends [`dispatch::Kernels::tracked`] names (the
+    /// softmax: fewer operations for burn-fusion) or as Burn's autodiff of the composed form
+    /// (GELU: element-wise, which burn-fusion fuses as well either way; counted, no gain).
+    const TRACKED: bool;
     fn fused<F: FusedOps>(x: FloatTensor<F>) -> FloatTensor<F>;
     fn composed<B: Backend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D>;
 }
@@ -310,6 +343,7 @@ trait Unary {
 struct Gelu;
 
 impl Unary for Gelu {
+    const TRACKED: bool = false;
     fn fused<F: FusedOps>(x: FloatTensor<F>) -> FloatTensor<F> {
         F::fused_gelu(x)
     }
@@ -322,6 +356,7 @@ impl Unary for Gelu {
 struct SoftmaxLast;
 
 impl Unary for SoftmaxLast {
+    const TRACKED: bool = true;
     fn fused<F: FusedOps>(x: FloatTensor<F>) -> FloatTensor<F> {
         F::fused_softmax_last(x)
     }
@@ -336,7 +371,13 @@ fn unary<O: Unary, B: Backend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> 
         let x = same::<Tensor<B, D>, Tensor<F, D>>(x).into_primitive().tensor();
         same(Tensor::<F, D>::from_primitive(TensorPrimitive::Float(O::fused::<F>(x))))
     }
-    on_kernels!(B, K => on::<O, B, K, D>(x), _ => O::composed(x))
+    on_kernels!(B, K => on::<O, B, K, D>(x), _ => {
+        if O::TRACKED {
+            on_kernels!(tracked B, K => on::<O, B, K, D>(x), _ => O::composed(x))
+        } else {
+            O::composed(x)
+        }
+    })
 }
 
 /// `x` as the matrix of its rows over the last axis.
@@ -346,22 +387,17 @@ fn matrix<B: Backend>(x: FloatTensor<B>) -> Tensor<B, 2> {
     as_rank::<B, 2>(x, [shape.num_elements() / last.max(1), last])
 }
 
-/// `f` on `x` flattened to one axis, reshaped back.
-fn flat<B: Backend>(x: FloatTensor<B>, f: impl FnOnce(Tensor<B, 1>) -> Tensor<B, 1>) -> FloatTensor<B> {
-    let shape = x.shape();
-    let t = as_rank::<B, 1>(x, [shape.num_elements()]);
-    B::float_reshape(f(t).into_primitive().tensor(), shape)
-}
-
-/// `f` on `x` as rows of its last axis, reshaped back.
-fn rows<B: Backend>(x: FloatTensor<B>, f: impl FnOnce(Tensor<B, 2>) -> Tensor<B, 2>) -> FloatTensor<B> {
-    let shape = x.shape();
-    let last = shape[shape.num_dims() - 1];
-    let t = as_rank::<B, 2>(x, [shape.num_elements() / last, last]);
-    B::float_reshape(f(t).into_primitive().tensor(), shape)
-}
-
 /// The primitive `x` reshaped to `dims`, as a tensor of rank `D`.
 fn as_rank<B: Backend, const D: usize>(x: FloatTensor<B>, dims: [usize; D]) -> Tensor<B, D> {
-    Tensor::from_primitive(TensorPrimitive::Float(B::float_reshape(x, dims.into())))
+    Tensor::from_primitive(TensorPrimitive::Float(reshaped::<B>(x, dims.into())))
+}
+
+/// `x` in `shape`; no operation where it has that shape already (under burn-fusion a reshape
+/// is an operation handed to the stream, even to the same shape).
+fn reshaped<B: Backend>(x: FloatTensor<B>, shape: burn::tensor::Shape) -> FloatTensor<B> {
+    if x.shape() == shape {
+        x
+    } else {
+        B::float_reshape(x, shape)
+    }
 }

@@ -67,13 +67,18 @@ impl FusedOps for NdArray<f32> {
     ) -> FloatTensor<Self> {
         linear::cpu(x, weight, bias, layout)
     }
+    fn linear_rows(x: FloatTensor<Self>) -> FloatTensor<Self> {
+        x
+    }
     fn fused_linear_backward(
         x: FloatTensor<Self>,
         weight: FloatTensor<Self>,
         grad: FloatTensor<Self>,
         layout: Weight,
-    ) -> [FloatTensor<Self>; 3] {
-        linear::cpu_backward(x, weight, grad, layout)
+        with_bias: bool,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, Option<FloatTensor<Self>>) {
+        let [dx, dw, db] = linear::cpu_backward(x, weight, grad, layout);
+        (dx, dw, with_bias.then_some(db))
     }
     fn fused_cross_entropy(logits: FloatTensor<Self>, targets: IntTensor<Self>, smoothing: f64) -> FloatTensor<Self> {
         cross_entropy::cpu(logits, targets, smoothing)

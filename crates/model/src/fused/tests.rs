@@ -137,7 +137,7 @@ fn the_cpu_backends_take_the_kernels_and_other_backends_the_composed_form() {
 
 /// `[x, γ, β, w]` for a LayerNorm test over rows of `d`: rows with a large common offset
 /// (the centring has to happen before the variance), `γ` around 1, output weights `w`.
-fn layer_norm_inputs(n: usize, d: usize) -> [Vec<f32>; 4] {
+pub(in crate::fused) fn layer_norm_inputs(n: usize, d: usize) -> [Vec<f32>; 4] {
     let x = values(n, 8, 3.0).iter().enumerate().map(|(i, v)| v + (i / d) as f32 % 5.0 * 40.0).collect();
     let gamma = values(d, 9, 1.0).iter().map(|v| v + 1.0).collect();
     [x, gamma, values(d, 10, 1.0), values(n, 11, 1.0)]
@@ -180,7 +180,7 @@ pub(in crate::fused) fn burns_layer_norm<B: Backend>(
 
 /// LayerNorm's value and gradients `[y, dx, dγ, dβ]` in f64, from the definitions, for inputs
 /// of `[rows, d]` and the output weights `w` (the loss is `Σ w ⊙ y`).
-fn layer_norm_f64(x: &[f32], gamma: &[f32], beta: &[f32], w: &[f32], d: usize) -> Vec<Vec<f32>> {
+pub(in crate::fused) fn layer_norm_f64(x: &[f32], gamma: &[f32], beta: &[f32], w: &[f32], d: usize) -> Vec<Vec<f32>> {
     let mut out = vec![vec![0.0f64; x.len()], vec![0.0; x.len()], vec![0.0; d], vec![0.0; d]];
     for (row, (x, w)) in x.chunks(d).zip(w.chunks(d)).enumerate() {
         let n = d as f64;
@@ -283,7 +283,7 @@ fn composed_cross_entropy_backward_matches_autodiff_of_the_composed_form() {
 
 /// Output and the gradients `[y, dx, dW, db]` of a linear map `f(x, W, b)` on `B` (the loss
 /// weights every output differently).
-fn linear_grads<B: burn::tensor::backend::AutodiffBackend>(
+pub(in crate::fused) fn linear_grads<B: burn::tensor::backend::AutodiffBackend>(
     [rows, d_in, d_out]: [usize; 3],
     layout: Weight,
     f: impl Fn(Tensor<B, 2>, Tensor<B, 2>, Option<Tensor<B, 1>>) -> Tensor<B, 2>,

@@ -9,6 +9,11 @@
 //! with its neighbours, such as the bias before it); a custom operation would cut that block
 //! in two. The row operations (softmax, LayerNorm, attention's softmax, cross-entropy) are what
 //! fusion cannot do in one pass.
+//!
+//! Under `ATTEND_GPU_KERNELS=auto` (the default) the row operations run composed of Burn's
+//! operations instead ([`composed`]): the dispatch reaches them here only through `Autodiff`,
+//! so that each keeps one backward step of its own ([`crate::fused::dispatch`]). Our kernels
+//! run here under `all`.
 
 use core::fmt;
 
@@ -18,7 +23,8 @@ use burn_fusion::stream::{Operation, OperationStreams};
 use burn_fusion::{Fusion, FusionBackend, FusionTensor};
 use burn_ir::{CustomOpIr, HandleContainer, OperationIr, OperationOutput, TensorIr};
 
-use crate::fused::FusedOps;
+use crate::fused::dispatch::kernels_under_fusion;
+use crate::fused::{composed, FusedOps};
 
 /// An input of a custom operation, fetched from the stream's handles.
 enum Arg<B: FusionBackend> {
@@ -137,6 +143,9 @@ fn next<B: FusionBackend>(args: &mut std::vec::IntoIter<Arg<B>>) -> Arg<B> {
 
 impl<B: FusionBackend + FusedOps> FusedOps for Fusion<B> {
     fn fused_softmax_last(x: FloatTensor<Self>) -> FloatTensor<Self> {
+        if !kernels_under_fusion() {
+            return composed::softmax_last::<Self>(x);
+        }
         let out = like(&x);
         let [y] = register::<B, 1>("attend::softmax_last", vec![(x, Kind::Float)], [out], |args| {
             let mut args = args.into_iter();
@@ -146,6 +155,9 @@ impl<B: FusionBackend + FusedOps> FusedOps for Fusion<B> {
     }
 
     fn fused_softmax_last_backward(y: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
+        if !kernels_under_fusion() {
+            return composed::softmax_last_backward::<Self>(y, grad);
+        }
         let out = like(&y);
         let inputs = vec![(y, Kind::Float), (grad, Kind::Float)];
         let [dx] = register::<B, 1>("attend::softmax_last_backward", inputs, [out], |args| {
@@ -198,6 +210,9 @@ impl<B: FusionBackend + FusedOps> FusedOps for Fusion<B> {
         mask: Option<BoolTensor<Self>>,
         scale: f64,
     ) -> [FloatTensor<Self>; 2] {
+        if !kernels_under_fusion() {
+            return composed::attention::<Self>(q, k, v, mask, scale);
+        }
         let [batch, heads, queries, _] = q.shape().dims::<4>();
         let (keys, d_v) = (k.shape()[2], v.shape()[3]);
         let outputs =
@@ -221,6 +236,9 @@ impl<B: FusionBackend + FusedOps> FusedOps for Fusion<B> {
         grad: FloatTensor<Self>,
         scale: f64,
     ) -> [FloatTensor<Self>; 3] {
+        if !kernels_under_fusion() {
+            return composed::attention_backward::<Self>(q, k, v, weights, grad, scale);
+        }
         let outputs = [like(&q), like(&k), like(&v)];
         let inputs =
             vec![(q, Kind::Float), (k, Kind::Float), (v, Kind::Float), (weights, Kind::Float), (grad, Kind::Float)];
@@ -233,6 +251,9 @@ impl<B: FusionBackend + FusedOps> FusedOps for Fusion<B> {
     }
 
     fn fused_cross_entropy(logits: FloatTensor<Self>, targets: IntTensor<Self>, smoothing: f64) -> FloatTensor<Self> {
+        if !kernels_under_fusion() {
+            return composed::cross_entropy::<Self>(logits, targets, smoothing);
+        }
         let out = (Shape::new([logits.shape()[0], 2]), logits.dtype);
         let inputs = vec![(logits, Kind::Float), (targets, Kind::Int)];
         let [nll] = register::<B, 1>("attend::cross_entropy", inputs, [out], move |args| {
@@ -249,6 +270,9 @@ impl<B: FusionBackend + FusedOps> FusedOps for Fusion<B> {
         grad: FloatTensor<Self>,
         smoothing: f64,
     ) -> FloatTensor<Self> {
+        if !kernels_under_fusion() {
+            return composed::cross_entropy_backward::<Self>(logits, targets, grad, smoothing);
+        }
         let out = like(&logits);
         let inputs = vec![(logits, Kind::Float), (targets, Kind::Int), (grad, Kind::Float)];
         let [dz] = register::<B, 1>("attend::cross_entropy_backward", inputs, [out], move |args| {

@@ -188,6 +188,46 @@ fn by_default_only_the_backend_without_fusion_takes_the_kernels() {
     assert!(!runs(GpuKernels::Off, softmax_case::<Unfused>), "off: wgpu-unfused ran a kernel");
 }
 
+fn linear_case<B: AutodiffBackend>() {
+    use crate::fused::tests::linear_grads;
+    use crate::fused::{linear, Weight};
+    for layout in [Weight::InOut, Weight::OutIn] {
+        let dims = [37, 24, 40];
+        let ours = linear_grads::<B>(dims, layout, |x, w, b| linear(x, w, b, layout));
+        let composed = linear_grads::<B>(dims, layout, |x, w, b| crate::fused::linear::composed(x, w, b, layout));
+        for (what, (a, b)) in ["value", "dx", "dW", "db"].iter().zip(ours.iter().zip(&composed)) {
+            close(a, b, 1e-5, what);
+        }
+    }
+}
+
+/// Under `auto` burn-wgpu with fusion runs no kernel of ours, and each row operation and
+/// linear map is one step of autodiff with a backward of its own, in Burn's operations (fewer
+/// operations for the fusion stream than Burn's autodiff of each part), with the values and
+/// gradients of the composed forms; GELU stays Burn's autodiff of its composed form. Under
+/// `off` none of them goes that way.
+#[test]
+fn under_auto_the_fusion_backend_takes_each_operation_as_one_composed_step_with_the_same_gradients() {
+    use crate::fused::dispatch::TRACKED;
+    let _turn = serial();
+    let cases: [(&str, fn(), bool); 6] = [
+        ("GELU", gelu_case::<Fused>, false),
+        ("softmax", softmax_case::<Fused>, true),
+        ("LayerNorm", layer_norm_case::<Fused>, true),
+        ("cross-entropy", cross_entropy_case::<Fused>, true),
+        ("attention", attention_case::<Fused>, true),
+        ("linear", linear_case::<Fused>, true),
+    ];
+    for (name, case, one_step) in cases {
+        let tracked = TRACKED.load(Ordering::Relaxed);
+        assert!(!runs(GpuKernels::Unfused, case), "auto: {name} ran a kernel under fusion");
+        assert_eq!(TRACKED.load(Ordering::Relaxed) > tracked, one_step, "auto: {name} as one composed step");
+        let tracked = TRACKED.load(Ordering::Relaxed);
+        assert!(!runs(GpuKernels::Off, case), "off: {name} ran a kernel");
+        assert_eq!(TRACKED.load(Ordering::Relaxed), tracked, "off: {name} went as one composed step");
+    }
+}
+
 /// A target outside the vocabulary gives an infinite loss (which the training loop stops on)
 /// instead of another row's logit; a target inside gives `ln V` on uniform logits.
 #[test]
