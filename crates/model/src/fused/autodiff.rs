@@ -108,7 +108,11 @@ impl<B: FusedOps, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
                 let (x, gamma, epsilon) = ops.state;
                 let grad = grads.consume::<B>(&ops.node);
                 let found = B::fused_layer_norm_backward(x, gamma, grad, epsilon);
-                register::<B, N>(ops.parents.each_ref().map(|p| p.as_ref().map(|node| node.id)), found, grads);
+                register_some::<B, N>(
+                    ops.parents.each_ref().map(|p| p.as_ref().map(|node| node.id)),
+                    found.map(Some),
+                    grads,
+                );
             }
         }
 
@@ -207,7 +211,11 @@ impl<B: FusedOps, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
                 let ([q, k, v, weights], scale) = ops.state;
                 let grad = grads.consume::<B>(&ops.node);
                 let found = B::fused_attention_backward(q, k, v, weights, grad, scale);
-                register::<B, 3>(ops.parents.each_ref().map(|p| p.as_ref().map(|node| node.id)), found, grads);
+                register_some::<B, 3>(
+                    ops.parents.each_ref().map(|p| p.as_ref().map(|node| node.id)),
+                    found.map(Some),
+                    grads,
+                );
             }
         }
 
@@ -308,20 +316,6 @@ impl<B: FusedOps, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
                 prep.finish((logits.primitive, targets, smoothing), out)
             }
             OpsKind::UnTracked(prep) => prep.finish(B::fused_cross_entropy(logits.primitive, targets, smoothing)),
-        }
-    }
-}
-
-/// Registers `found[i]` as the gradient of the `i`-th parent, for the parents that are tracked
-/// (the first `N` of `found`).
-fn register<B: FusedOps, const N: usize>(
-    parents: [Option<NodeId>; N],
-    found: [FloatTensor<B>; 3],
-    grads: &mut Gradients,
-) {
-    for (parent, grad) in parents.into_iter().zip(found) {
-        if let Some(id) = parent {
-            grads.register::<B>(id, grad);
         }
     }
 }

@@ -282,30 +282,22 @@ pub fn layer_norm<B: Backend, const D: usize>(
     beta: Option<Tensor<B, 1>>,
     epsilon: f64,
 ) -> Tensor<B, D> {
+    /// `F`'s kernel, or (`composed`) its composed LayerNorm with its own backward.
     fn on<B: Backend, F: FusedOps, const D: usize>(
         x: Tensor<B, D>,
         gamma: Tensor<B, 1>,
         beta: Option<Tensor<B, 1>>,
         epsilon: f64,
+        composed: bool,
     ) -> Tensor<B, D> {
         let prim = |t: Tensor<B, 1>| same::<Tensor<B, 1>, Tensor<F, 1>>(t).into_primitive().tensor();
         let x = same::<Tensor<B, D>, Tensor<F, D>>(x).into_primitive().tensor();
-        let y = F::fused_layer_norm(x, prim(gamma), beta.map(prim), epsilon);
+        let norm = if composed { F::composed_layer_norm } else { F::fused_layer_norm };
+        let y = norm(x, prim(gamma), beta.map(prim), epsilon);
         same::<Tensor<F, D>, Tensor<B, D>>(Tensor::from_primitive(TensorPrimitive::Float(y)))
     }
-    fn composed<B: Backend, F: FusedOps, const D: usize>(
-        x: Tensor<B, D>,
-        gamma: Tensor<B, 1>,
-        beta: Option<Tensor<B, 1>>,
-        epsilon: f64,
-    ) -> Tensor<B, D> {
-        let prim = |t: Tensor<B, 1>| same::<Tensor<B, 1>, Tensor<F, 1>>(t).into_primitive().tensor();
-        let x = same::<Tensor<B, D>, Tensor<F, D>>(x).into_primitive().tensor();
-        let y = F::composed_layer_norm(x, prim(gamma), beta.map(prim), epsilon);
-        same::<Tensor<F, D>, Tensor<B, D>>(Tensor::from_primitive(TensorPrimitive::Float(y)))
-    }
-    on_kernels!(B, K => on::<B, K, D>(x, gamma, beta, epsilon), _ => {
-        on_kernels!(tracked B, K => composed::<B, K, D>(x, gamma, beta, epsilon), _ => {
+    on_kernels!(B, K => on::<B, K, D>(x, gamma, beta, epsilon, false), _ => {
+        on_kernels!(tracked B, K => on::<B, K, D>(x, gamma, beta, epsilon, true), _ => {
             let beta = beta.map(|b| b.into_primitive().tensor());
             let y = B::layer_norm(x.into_primitive().tensor(), gamma.into_primitive().tensor(), beta, epsilon);
             Tensor::from_primitive(TensorPrimitive::Float(y))
