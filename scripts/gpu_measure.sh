@@ -26,7 +26,9 @@
 #
 # CONFIG, STEPS (default 60), WARM (default 20), LOG_EVERY (default 10), BACKENDS (default
 # "wgpu wgpu-unfused"; add cuda for a runner built with it), KERNELS (default "auto all off") and
-# EXTRA (more arguments for every training run, e.g. "--set=train.eval_batches=4") override.
+# EXTRA (more arguments for every training run, e.g. "--set=train.eval_batches=4") and
+# PEER_PRECISIONS (default "fp32 tf32 bf16") override; TAG (gpu_parts.sh sets the runner's name)
+# prefixes the tags of the kernels and overhead runs, REPS (default 1) the overhead's repetitions.
 set -euo pipefail
 
 part=${1:-all}
@@ -70,13 +72,14 @@ PY
 if [[ $part == kernels || $part == all ]]; then
   for backend in $BACKENDS; do
     for kernels in ${KERNELS:-auto all off}; do
-      ATTEND_GPU_KERNELS=$kernels train "$backend" "$backend-$kernels"
+      ATTEND_GPU_KERNELS=$kernels train "$backend" "${TAG:+$TAG-}$backend-$kernels"
     done
   done
 fi
 
 if [[ $part == overhead || $part == all ]]; then
-  "$XTASK" bench train --backend wgpu --reps 1 --no-peers 2>"$OUT/overhead.err" | tee -a "$OUT/summary.jsonl"
+  "$XTASK" bench train --backend wgpu --reps "${REPS:-1}" --no-peers 2>"$OUT/${TAG:+$TAG-}overhead.err" |
+    sed "s/^{/{\"tag\":\"${TAG:+$TAG-}overhead\",/" | tee -a "$OUT/summary.jsonl"
 fi
 
 if [[ $part == precision || $part == all ]]; then
@@ -138,7 +141,7 @@ fi
 
 if [[ $part == peer || $part == all ]]; then
   : "${PEER:?path of nanogpt_gpu_bench.py}"
-  for precision in fp32 tf32 bf16; do
+  for precision in ${PEER_PRECISIONS:-fp32 tf32 bf16}; do
     python3 "$PEER" --data "$DATA_DIR/tinyshakespeare/input.txt" --iters 200 --precision "$precision" \
       2>>"$OUT/peer.err" | python3 -c "import json,sys; [print(json.dumps({'tag':'pytorch-$precision', **json.loads(l)})) for l in sys.stdin if l.startswith('{')]" \
       | tee -a "$OUT/summary.jsonl"

@@ -34,7 +34,7 @@ if [ ! -x "/tmp/$runner" ]; then
   python3 -c "import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2],'wb'))" \
     "$GPU_DIR/$runner.xz" "/tmp/$runner" && chmod +x "/tmp/$runner"
 fi
-export XTASK=/tmp/$runner DATA_DIR=$PWD/$GPU_DIR/data PEER=$PWD/$GPU_DIR/nanogpt_gpu_bench.py
+export TAG=${TAG:-$runner} XTASK=/tmp/$runner DATA_DIR=$PWD/$GPU_DIR/data PEER=$PWD/$GPU_DIR/nanogpt_gpu_bench.py
 export ATTEND_CACHE_DIR=${ATTEND_CACHE_DIR:-/tmp/attend-cache} PYTHONUNBUFFERED=1
 export EXTRA=${EXTRA:---set=train.eval_batches=4 --set=train.checkpoint_every=1000000}
 W=/tmp/gpu-parts

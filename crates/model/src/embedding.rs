@@ -3,10 +3,10 @@
 //! weights are tied.
 
 use burn::module::{Module, Param};
-use burn::tensor::module::embedding;
 use burn::tensor::{backend::Backend, Int, Tensor};
 
 use crate::config::ModelConfig;
+use crate::fused::embedding;
 use crate::init::table;
 use crate::positionwise::positionwise_transposed;
 
@@ -31,7 +31,8 @@ impl<B: Backend> TokenEmbedding<B> {
         self.weight.shape().dims::<2>()[0]
     }
 
-    /// `scale · E[tokens]`.
+    /// `scale · E[tokens]` (on the GPU backends with the lookup's gradient as a product,
+    /// [`crate::fused::embedding`]).
     ///
     /// # Shapes
     /// - `tokens`: `[batch, len]`

@@ -4,7 +4,8 @@
 //! kept from the forward: the input for GELU; the output for the softmax; the input and `γ`
 //! for the LayerNorm (whose backward recomputes mean and deviation instead of keeping them);
 //! `Q`, `K`, `V` and the weights for attention; the input and weight for the linear map; the
-//! logits and targets for the cross-entropy; the input's shape for a reshape. The composed
+//! logits and targets for the cross-entropy; the indices for a token lookup; the input's
+//! shape for a reshape. The composed
 //! LayerNorm ([`FusedOps::composed_layer_norm`]) runs `B`'s own operations forward and its
 //! closed-form backward ([`composed_norm`]), keeping `x̂`, `1/σ` and `γ`.
 
@@ -316,6 +317,30 @@ impl<B: FusedOps, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
                 prep.finish((logits.primitive, targets, smoothing), out)
             }
             OpsKind::UnTracked(prep) => prep.finish(B::fused_cross_entropy(logits.primitive, targets, smoothing)),
+        }
+    }
+
+    fn fused_embedding(weight: FloatTensor<Self>, indices: IntTensor<Self>) -> FloatTensor<Self> {
+        #[derive(Debug)]
+        struct EmbeddingBackward;
+
+        impl<B: FusedOps> Backward<B, 1> for EmbeddingBackward {
+            /// The indices and the vocabulary size.
+            type State = (IntTensor<B>, usize);
+
+            fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+                let (indices, vocab) = ops.state;
+                unary::<B, _>(ops.parents, ops.node, grads, |grad| B::fused_embedding_backward(vocab, indices, grad));
+            }
+        }
+
+        match EmbeddingBackward.prepare::<C>([weight.node.clone()]).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => {
+                let vocab = weight.primitive.shape()[0];
+                let out = B::fused_embedding(weight.primitive, indices.clone());
+                prep.finish((indices, vocab), out)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(B::fused_embedding(weight.primitive, indices)),
         }
     }
 }

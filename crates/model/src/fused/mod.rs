@@ -39,6 +39,7 @@
 //! | AdamW updates of many parameters ([`adamw_many`]) | one operation per parameter | one operation under burn-fusion |
 //! | squared norm of many tensors ([`squared_norm`]) | 3 per tensor (square, sum, running total) | 1 |
 //! | reshape of a tensor in standard layout ([`reshape`]) | 1 copy + 1 copy of the gradient | no copy |
+//! | token lookup's gradient on the GPU ([`embedding`]) | `select_add`: `d` threads, each over all rows | a one-hot product |
 
 pub mod adamw;
 pub use adamw::adamw;
@@ -52,6 +53,7 @@ mod cross_entropy;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod cube;
 mod dispatch;
+mod embedding;
 mod erf;
 mod exp;
 mod linear;
@@ -232,6 +234,18 @@ pub trait FusedOps: Backend {
         composed::cross_entropy_backward::<Self>(logits, targets, grad, smoothing)
     }
 
+    /// `E[indices]`: the rows of `weight` (`[V, d]`) at `indices` (`[batch, len]`), as
+    /// `[batch, len, d]` (Burn's lookup).
+    fn fused_embedding(weight: FloatTensor<Self>, indices: IntTensor<Self>) -> FloatTensor<Self> {
+        Self::embedding(weight, indices)
+    }
+
+    /// `dE` (`[vocab, d]`) of [`FusedOps::fused_embedding`] from the output's gradient: the
+    /// one-hot matrix of the indices, transposed, times it ([`embedding`] says why).
+    fn fused_embedding_backward(vocab: usize, indices: IntTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
+        embedding::backward_by_product::<Self>(vocab, indices, grad, embedding::MAX_ONE_HOT)
+    }
+
     /// `Σₜ Σᵢ tᵢ²` over `tensors` (any shapes, at least one), `[1]` ([`squared_norm`]).
     fn fused_squared_norm(tensors: Vec<FloatTensor<Self>>) -> FloatTensor<Self> {
         norm::composed::<Self>(tensors)
@@ -267,6 +281,7 @@ pub use attention::attention;
 pub use cross_entropy::cross_entropy;
 pub use dispatch::{gpu_kernels_from_env, parse_gpu_kernels, GpuKernels};
 use dispatch::{is, on_kernels, same};
+pub use embedding::embedding;
 pub use linear::{linear, Weight};
 pub use norm::squared_norm;
 pub use reshape::reshape;
