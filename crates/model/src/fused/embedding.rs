@@ -7,7 +7,8 @@
 //! step on an H200 (CubeCL's profile, 2026-11-26), a large share of the GPU time of the whole
 //! step. The same sum is a product, `dE = onehot(ids)ᵀ · dY`, with `onehot(ids)[n, v] =
 //! [ids[n] = v]` (`[N, V]`): 2·N·V·d operations that a GPU's matrix product runs at full
-//! width. The one-hot matrix is built on the device (a comparison with `0..V`) and, for a
+//! width (its rows cut into slices, [`rows_product`], since `N` is long and `V·d` small).
+//! The one-hot matrix is built on the device (a comparison with `0..V`) and, for a
 //! large vocabulary, in chunks of rows of at most [`MAX_ONE_HOT`] elements, so that it never
 //! takes much memory; each chunk's product is added to the total.
 //!
@@ -19,6 +20,7 @@ use burn::tensor::ops::{FloatTensor, IntTensor};
 use burn::tensor::{FloatDType, Int, Tensor, TensorMetadata, TensorPrimitive};
 
 use super::dispatch::Kernels;
+use super::linear::rows_product;
 use super::{as_rank, on_kernels, same, FusedOps};
 
 /// The most elements of one chunk of the one-hot matrix (64 MB in f32).
@@ -72,7 +74,7 @@ pub(super) fn backward_by_product<B: Backend>(
         let n = end - start;
         let one_hot = ids.reshape([n, 1]).expand([n, vocab]).equal(classes.clone().expand([n, vocab])).float();
         let one_hot = if one_hot.dtype() == dtype { one_hot } else { one_hot.cast(FloatDType::from(dtype)) };
-        let part = one_hot.transpose().matmul(grad);
+        let part = rows_product(one_hot, grad);
         total = Some(match total {
             None => part,
             Some(sum) => sum + part,

@@ -20,6 +20,8 @@ pub mod fusion;
 mod kernels;
 mod norm;
 #[cfg(all(test, feature = "wgpu"))]
+mod product_tests;
+#[cfg(all(test, feature = "wgpu"))]
 mod tests;
 
 use burn::tensor::ops::{BoolTensor, FloatTensor, IntTensor};

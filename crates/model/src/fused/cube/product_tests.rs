@@ -1,0 +1,52 @@
+//! The weight gradients' products on wgpu (lavapipe will do): the token lookup's gradient as a
+//! one-hot product over enough rows to be cut into slices, against Burn's `select_add` on the
+//! CPU, on the fused and the unfused backend.
+
+use burn::backend::Autodiff;
+use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::{Int, Tensor, TensorData};
+use std::sync::atomic::Ordering;
+
+use crate::fused::dispatch::{WgpuUnfused, TEST_GPU_KERNELS, TRACKED};
+use crate::fused::tests::{close, data, values};
+use crate::fused::{embedding, GpuKernels};
+
+/// Vocabulary, width, and `[batch, len]` of 4,096 ids: [`super::super::linear::row_slices`]
+/// cuts them into 32 slices.
+const V: usize = 11;
+const D: usize = 8;
+const SHAPE: [usize; 2] = [8, 512];
+
+/// The lookup's value and its weight's gradient under `lookup`, with each output weighted
+/// differently.
+fn lookup_grad<B: AutodiffBackend>(
+    lookup: impl Fn(Tensor<B, 2>, Tensor<B, 2, Int>) -> Tensor<B, 3>,
+) -> (Vec<f32>, Vec<f32>) {
+    let device = Default::default();
+    let n = SHAPE[0] * SHAPE[1];
+    // Every id from 0 to V - 2 often, V - 1 never (its gradient row must stay zero).
+    let ids: Vec<i64> = (0..n).map(|i| ((i * 7 + i / 13) % (V - 1)) as i64).collect();
+    let tokens = Tensor::<B, 2, Int>::from_data(TensorData::new(ids, SHAPE), &device);
+    let weight = Tensor::<B, 2>::from_data(TensorData::new(values(V * D, 3, 1.0), [V, D]), &device).require_grad();
+    let w = Tensor::<B, 3>::from_data(TensorData::new(values(n * D, 4, 1.0), [SHAPE[0], SHAPE[1], D]), &device);
+    let y = lookup(weight.clone(), tokens);
+    let grads = (y.clone() * w).sum().backward();
+    (data(y), data(weight.grad(&grads).unwrap()))
+}
+
+#[test]
+fn lookup_gradient_as_sliced_one_hot_product_on_wgpu_equals_select_add_on_cpu() {
+    type Cpu = Autodiff<burn_ndarray::NdArray<f32>>;
+    let (y_ref, g_ref) = lookup_grad::<Cpu>(burn::tensor::module::embedding);
+    assert!(g_ref[(V - 1) * D..].iter().all(|&g| g == 0.0) && g_ref.iter().any(|&g| g != 0.0));
+    TEST_GPU_KERNELS.with(|m| m.set(Some(GpuKernels::Unfused)));
+    let tracked = TRACKED.load(Ordering::Relaxed);
+    for (backend, (y, g)) in [
+        ("wgpu", lookup_grad::<Autodiff<burn_wgpu::Wgpu>>(embedding)),
+        ("wgpu-unfused", lookup_grad::<Autodiff<WgpuUnfused>>(embedding)),
+    ] {
+        close(&y, &y_ref, 0.0, &format!("{backend} value"));
+        close(&g, &g_ref, 1e-4, &format!("{backend} gradient"));
+    }
+    assert!(TRACKED.load(Ordering::Relaxed) > tracked, "under burn-fusion the lookup is one autodiff step");
+}
