@@ -61,7 +61,10 @@ impl<B: Backend> PositionalEncoding<B> {
                     self.block_size
                 );
                 let weight = self.learned.as_ref().expect("learned positions have a table").val();
-                x + weight.slice(offset..end).unsqueeze::<3>()
+                // The whole table (a training step's usual case) needs no slice, nor its
+                // backward a slice assignment into zeros.
+                let rows = if offset == 0 && end == self.block_size { weight } else { weight.slice(offset..end) };
+                x + rows.unsqueeze::<3>()
             }
         }
     }

@@ -93,7 +93,7 @@ pub(super) fn row_slices(n: usize, outputs: usize) -> usize {
         return 1;
     }
     let mut slices = 1;
-    while slices * outputs < SLICE_TARGET && n % (2 * slices) == 0 && n / (2 * slices) >= MIN_SLICE_ROWS {
+    while slices * outputs < SLICE_TARGET && n.is_multiple_of(2 * slices) && n / (2 * slices) >= MIN_SLICE_ROWS {
         slices *= 2;
     }
     slices
