@@ -19,7 +19,7 @@ fn normal_cdf<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
     B::float_mul_scalar(B::float_add_scalar(erf, 1.0.into()), 0.5.into())
 }
 
-/// Exact GELU `x·Φ(x)` (the operations of [`Gelu`](super::Gelu)'s composed form, in any rank:
+/// Exact GELU `x·Φ(x)` (the operations of [`Gelu`](super::unary::Gelu)'s composed form, in any rank:
 /// no reshape, which under burn-fusion would cut the element-wise block around it).
 pub(super) fn gelu<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
     B::float_mul(x.clone(), normal_cdf::<B>(x))

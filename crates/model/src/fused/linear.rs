@@ -12,7 +12,7 @@ use core::mem::MaybeUninit;
 
 use burn::tensor::backend::Backend;
 use burn::tensor::ops::FloatTensor;
-use burn::tensor::{Tensor, TensorData, TensorPrimitive};
+use burn::tensor::{DType, FloatDType, Tensor, TensorData, TensorPrimitive};
 use burn_ndarray::{NdArray, NdArrayTensor};
 
 use super::unwritten::{assume_init, assume_init_mut, uninit};
@@ -81,7 +81,15 @@ pub(super) fn rows_product<B: Backend>(a: Tensor<B, 2>, b: Tensor<B, 2>) -> Tens
         return a.transpose().matmul(b);
     }
     let (a, b) = (a.reshape([slices, n / slices, p]), b.reshape([slices, n / slices, q]));
-    a.swap_dims(1, 2).matmul(b).sum_dim(0).reshape([p, q])
+    let partials = a.swap_dims(1, 2).matmul(b);
+    // Half-precision partials are added in f32, as one product's accumulator would add them.
+    let dtype = partials.dtype();
+    let sum = if dtype == DType::F32 {
+        partials.sum_dim(0)
+    } else {
+        partials.cast(FloatDType::F32).sum_dim(0).cast(FloatDType::from(dtype))
+    };
+    sum.reshape([p, q])
 }
 
 /// How many slices [`rows_product`] cuts `n` rows into for an output of `outputs` elements:

@@ -4,7 +4,7 @@
 
 use burn::backend::Autodiff;
 use burn::tensor::backend::AutodiffBackend;
-use burn::tensor::{Int, Tensor, TensorData};
+use burn::tensor::{DType, Int, Tensor, TensorData};
 use std::sync::atomic::Ordering;
 
 use crate::fused::dispatch::{WgpuUnfused, TEST_GPU_KERNELS, TRACKED};
@@ -17,19 +17,22 @@ const V: usize = 11;
 const D: usize = 8;
 const SHAPE: [usize; 2] = [8, 512];
 
-/// The lookup's value and its weight's gradient under `lookup`, with each output weighted
-/// differently.
+/// The lookup's value and its weight's gradient under `lookup` (the weight in `dtype`), with
+/// each output weighted differently.
 fn lookup_grad<B: AutodiffBackend>(
     lookup: impl Fn(Tensor<B, 2>, Tensor<B, 2, Int>) -> Tensor<B, 3>,
+    dtype: DType,
 ) -> (Vec<f32>, Vec<f32>) {
     let device = Default::default();
     let n = SHAPE[0] * SHAPE[1];
     // Every id from 0 to V - 2 often, V - 1 never (its gradient row must stay zero).
     let ids: Vec<i64> = (0..n).map(|i| ((i * 7 + i / 13) % (V - 1)) as i64).collect();
     let tokens = Tensor::<B, 2, Int>::from_data(TensorData::new(ids, SHAPE), &device);
-    let weight = Tensor::<B, 2>::from_data(TensorData::new(values(V * D, 3, 1.0), [V, D]), &device).require_grad();
+    let weight = Tensor::<B, 2>::from_data(TensorData::new(values(V * D, 3, 1.0), [V, D]), &device);
+    let weight = if dtype == DType::F32 { weight } else { weight.cast(dtype) }.require_grad();
     let w = Tensor::<B, 3>::from_data(TensorData::new(values(n * D, 4, 1.0), [SHAPE[0], SHAPE[1], D]), &device);
     let y = lookup(weight.clone(), tokens);
+    let w = if dtype == DType::F32 { w } else { w.cast(dtype) };
     let grads = (y.clone() * w).sum().backward();
     (data(y), data(weight.grad(&grads).unwrap()))
 }
@@ -37,16 +40,27 @@ fn lookup_grad<B: AutodiffBackend>(
 #[test]
 fn lookup_gradient_as_sliced_one_hot_product_on_wgpu_equals_select_add_on_cpu() {
     type Cpu = Autodiff<burn_ndarray::NdArray<f32>>;
-    let (y_ref, g_ref) = lookup_grad::<Cpu>(burn::tensor::module::embedding);
+    let (y_ref, g_ref) = lookup_grad::<Cpu>(burn::tensor::module::embedding, DType::F32);
     assert!(g_ref[(V - 1) * D..].iter().all(|&g| g == 0.0) && g_ref.iter().any(|&g| g != 0.0));
     TEST_GPU_KERNELS.with(|m| m.set(Some(GpuKernels::Unfused)));
     let tracked = TRACKED.load(Ordering::Relaxed);
     for (backend, (y, g)) in [
-        ("wgpu", lookup_grad::<Autodiff<burn_wgpu::Wgpu>>(embedding)),
-        ("wgpu-unfused", lookup_grad::<Autodiff<WgpuUnfused>>(embedding)),
+        ("wgpu", lookup_grad::<Autodiff<burn_wgpu::Wgpu>>(embedding, DType::F32)),
+        ("wgpu-unfused", lookup_grad::<Autodiff<WgpuUnfused>>(embedding, DType::F32)),
     ] {
         close(&y, &y_ref, 0.0, &format!("{backend} value"));
         close(&g, &g_ref, 1e-4, &format!("{backend} gradient"));
     }
+    // In f16 (the partial sums added in f32): within half precision's resolution. Each
+    // gradient entry sums ~400 products of size ≤ 1, so the tolerance is relative to ~20.
+    let (y, g) = lookup_grad::<Autodiff<burn_wgpu::Wgpu>>(embedding, DType::F16);
+    close(&y, &y_ref, 1e-3, "wgpu f16 value");
+    let scale = g_ref.iter().fold(0f32, |m, g| m.max(g.abs()));
+    close(
+        &g.iter().map(|g| g / scale).collect::<Vec<_>>(),
+        &g_ref.iter().map(|g| g / scale).collect::<Vec<_>>(),
+        5e-3,
+        "wgpu f16 gradient",
+    );
     assert!(TRACKED.load(Ordering::Relaxed) > tracked, "under burn-fusion the lookup is one autodiff step");
 }
