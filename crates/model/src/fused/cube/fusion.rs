@@ -23,7 +23,7 @@ use burn_fusion::stream::{Operation, OperationStreams};
 use burn_fusion::{Fusion, FusionBackend, FusionTensor};
 use burn_ir::{CustomOpIr, HandleContainer, OperationIr, OperationOutput, TensorIr};
 
-use crate::fused::dispatch::kernels_under_fusion;
+use crate::fused::dispatch::{attention_kernels_under_fusion, kernels_under_fusion};
 use crate::fused::{composed, FusedOps};
 
 /// An input of a custom operation, fetched from the stream's handles.
@@ -210,7 +210,7 @@ impl<B: FusionBackend + FusedOps> FusedOps for Fusion<B> {
         mask: Option<BoolTensor<Self>>,
         scale: f64,
     ) -> [FloatTensor<Self>; 2] {
-        if !kernels_under_fusion() {
+        if !attention_kernels_under_fusion() {
             return composed::attention::<Self>(q, k, v, mask, scale);
         }
         let [batch, heads, queries, _] = q.shape().dims::<4>();
@@ -236,7 +236,7 @@ impl<B: FusionBackend + FusedOps> FusedOps for Fusion<B> {
         grad: FloatTensor<Self>,
         scale: f64,
     ) -> [FloatTensor<Self>; 3] {
-        if !kernels_under_fusion() {
+        if !attention_kernels_under_fusion() {
             return composed::attention_backward::<Self>(q, k, v, weights, grad, scale);
         }
         let outputs = [like(&q), like(&k), like(&v)];

@@ -228,6 +228,17 @@ fn under_auto_the_fusion_backend_takes_each_operation_as_one_composed_step_with_
     }
 }
 
+/// `ATTEND_GPU_KERNELS=attention`: under burn-fusion attention alone runs our kernels (with the
+/// composed form's values and gradients, which the case checks); the other operations stay
+/// composed.
+#[test]
+fn under_attention_the_fusion_backend_runs_the_attention_kernel_alone() {
+    let _turn = serial();
+    assert!(runs(GpuKernels::Attention, attention_case::<Fused>), "attention: no kernel under fusion");
+    assert!(!runs(GpuKernels::Attention, layer_norm_case::<Fused>), "attention: LayerNorm ran a kernel");
+    assert!(!runs(GpuKernels::Attention, softmax_case::<Fused>), "attention: the softmax ran a kernel");
+}
+
 /// A target outside the vocabulary gives an infinite loss (which the training loop stops on)
 /// instead of another row's logit; a target inside gives `ln V` on uniform logits.
 #[test]
