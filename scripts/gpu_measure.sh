@@ -19,10 +19,10 @@
 # - trace:     burn-fusion's executions, kernels and operations per step (BURN_FUSION_LOG=full,
 #              2 and 6 steps, fusion_trace.py), for `auto` and `off`; the same on every machine.
 #              Not part of `all` (the log of nanoGPT's model is large): run it on its own.
-# - profile:   each kernel's device time per step (CubeCL's profiling logger, 2 and 6 steps,
-#              kernel_profile.py) on PROFILE_BACKENDS (default "wgpu"): which kernels the GPU
-#              time goes to. Each launch is synchronized on its own, so the steps run slower
-#              than usual; the shares are what it is for. Not part of `all`.
+# - profile:   each kernel's device time per step (CubeCL's profiling logger, 8 steps cut at
+#              AdamW's launches, `kernel_profile.py --by-step`) on PROFILE_BACKENDS (default
+#              "wgpu"): which kernels the GPU time goes to, and one step's products in order.
+#              Not part of `all`.
 #
 # CONFIG, STEPS (default 60), WARM (default 20), LOG_EVERY (default 10), BACKENDS (default
 # "wgpu wgpu-unfused"; add cuda for a runner built with it), KERNELS (default "auto all off") and
@@ -125,17 +125,16 @@ fi
 
 if [[ $part == profile ]]; then
   for backend in ${PROFILE_BACKENDS:-wgpu}; do
-    for steps in 2 6; do
-      CUBECL_DEBUG_LOG="$OUT/profile-$backend-$steps.log" CUBECL_DEBUG_OPTION=profile "$XTASK" train --config "$CONFIG" \
-        --backend "$backend" --data-dir "$DATA_DIR" --run "$OUT/profile-$backend-$steps" --set train.max_steps=$steps \
-        --set train.eval_every=1000000 --set train.checkpoint_every=1000000 --set train.eval_batches=1 ${EXTRA:-} \
-        >/dev/null 2>"$OUT/profile-$backend-$steps.err" || true
-      rm -rf "$OUT/profile-$backend-$steps"
-    done
-    python3 "$here/kernel_profile.py" "$OUT/profile-$backend-2.log:2" "$OUT/profile-$backend-6.log:6" |
-      python3 -c "import json,sys; print(json.dumps({'tag': 'profile-$backend', **json.load(sys.stdin)}))" |
+    log="$OUT/${TAG:+$TAG-}profile-$backend.log"
+    CUBECL_DEBUG_LOG="$log" CUBECL_DEBUG_OPTION=profile "$XTASK" train --config "$CONFIG" \
+      --backend "$backend" --data-dir "$DATA_DIR" --run "$OUT/profile-$backend" --set train.max_steps=8 \
+      --set train.eval_every=1000000 --set train.checkpoint_every=1000000 --set train.eval_batches=1 ${EXTRA:-} \
+      >/dev/null 2>"$OUT/${TAG:+$TAG-}profile-$backend.err" || true
+    rm -rf "$OUT/profile-$backend"
+    python3 "$here/kernel_profile.py" --by-step "$log" |
+      python3 -c "import json,sys; print(json.dumps({'tag': '${TAG:+$TAG-}profile-$backend', **json.load(sys.stdin)}))" |
       tee -a "$OUT/summary.jsonl"
-    rm -f "$OUT/profile-$backend-2.log" "$OUT/profile-$backend-6.log"
+    rm -f "$log"
   done
 fi
 

@@ -16,6 +16,12 @@ counted in `left_out`).
     CUBECL_DEBUG_LOG=b.log CUBECL_DEBUG_OPTION=profile xtask train ... --set train.max_steps=6
     scripts/kernel_profile.py a.log:2 b.log:6 [--top 25]
 
+With `--by-step` one log of N steps suffices, and is more robust: the launches are cut into
+steps at the end of each run of AdamW launches (which end every step), the first step and
+the final evaluation are dropped, and each kernel's figures are the median over the other
+steps (the difference of two runs above fails where the shorter run autotunes kernels the
+longer one finds cached: negative times). It also lists one step's matrix products in order.
+
 Prints a JSON object: per kernel name (the first field after the time), launches and
 milliseconds per step, largest time first, and the totals. One file alone (FILE:N) divides
 its totals by N. Python's standard library only, so it runs on the GPU machine as is.
@@ -50,11 +56,63 @@ def totals(path):
     return out, left_out
 
 
+def launches(path):
+    """Every timed launch in the log, in order: (kernel name, milliseconds)."""
+    out = []
+    with open(path, errors="replace") as f:
+        for line in f:
+            if m := LINE.match(line):
+                value, unit, name = m.groups()
+                out.append((name, float(value) * UNIT_MS[unit]))
+    return out
+
+
+def by_step(path, marker, top):
+    """One training step's kernels, read from one log: the launches between the ends of two
+    runs of `marker` launches (AdamW's, which end every step) form a step; the first step
+    (compilation, autotuning) and what follows the last (the final evaluation) are dropped,
+    and each kernel's figures are the median over the other steps."""
+    steps, current, previous = [], [], None
+    for name, ms in launches(path):
+        if previous == marker and name != marker:
+            steps.append(current)
+            current = []
+        current.append((name, ms))
+        previous = name
+    steps = steps[1:]
+    if not steps:
+        raise SystemExit(f"{path}: fewer than two steps ended by {marker} launches")
+    names = sorted({name for step in steps for name, _ in step})
+    per = {}
+    for name in names:
+        counts = [sum(1 for n, _ in step if n == name) for step in steps]
+        times = [sum(ms for n, ms in step if n == name) for step in steps]
+        per[name] = [statistics.median(counts), statistics.median(times)]
+    rows = sorted(per.items(), key=lambda kv: -kv[1][1])
+    total_ms = sum(v[1] for v in per.values())
+    middle = steps[len(steps) // 2]
+    print(json.dumps({
+        "steps": len(steps),
+        "per_step": {"launches": round(sum(v[0] for v in per.values()), 1), "ms": round(total_ms, 3)},
+        "kernels": [{"name": k, "launches": v[0], "ms": round(v[1], 3),
+                     "share": round(v[1] / total_ms, 3) if total_ms else None} for k, v in rows[:top]],
+        "matmul_ms_in_order": [round(ms, 3) for n, ms in middle if n == "MatmulEntry"],
+    }, ensure_ascii=False))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("logs", nargs="+", help="FILE:STEPS, one or two")
+    ap.add_argument("logs", nargs="+", help="FILE:STEPS, one or two; with --by-step, one FILE")
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--by-step", action="store_true",
+                    help="split one log into steps at the end of each run of --marker launches "
+                         "and give the median step")
+    ap.add_argument("--marker", default="AdamwUpdate", help="the kernel whose launches end a step")
     a = ap.parse_args()
+    if a.by_step:
+        path = a.logs[0]
+        by_step(path.rsplit(":", 1)[0] if re.fullmatch(r".*:[0-9]+", path) else path, a.marker, a.top)
+        return
     (p1, n1), *rest = [(s.rsplit(":", 1)[0], int(s.rsplit(":", 1)[1])) for s in a.logs]
     t1, out1 = totals(p1)
     left_out = {p1: out1}
