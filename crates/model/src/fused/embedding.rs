@@ -12,8 +12,11 @@
 //! large vocabulary, in chunks of rows of at most [`MAX_ONE_HOT`] elements, so that it never
 //! takes much memory; each chunk's product is added to the total.
 //!
-//! The forward stays Burn's lookup (a gather: exact, and cheap). The CPU keeps Burn's own
-//! backward, a serial pass over the rows that is the right thing there.
+//! The product does `2·N·V·d` operations where the sum does `N·d`: it is taken for a
+//! vocabulary of at most [`MAX_PRODUCT_VOCAB`] entries (characters, small word lists), and a
+//! larger one keeps `select_add`. The forward stays Burn's lookup (a gather: exact, and
+//! cheap). The CPU keeps Burn's own backward, a serial pass over the rows that is the right
+//! thing there.
 
 use burn::tensor::backend::Backend;
 use burn::tensor::ops::{FloatTensor, IntTensor};
@@ -25,6 +28,27 @@ use super::{as_rank, on_kernels, same, FusedOps};
 
 /// The most elements of one chunk of the one-hot matrix (64 MB in f32).
 pub(super) const MAX_ONE_HOT: usize = 1 << 24;
+
+/// The largest vocabulary whose lookup gradient is a product: the product does `2·N·V·d`
+/// operations where `select_add` does `N·d` additions (in a time that grows with `N` alone), so
+/// past about a thousand entries (`V = 1024`, `N` = 16,384, `d` = 384: 13 GFLOP, about 1 ms
+/// at the rate of the H200's products) the product stops paying; a BPE vocabulary keeps
+/// Burn's `select_add`.
+pub(super) const MAX_PRODUCT_VOCAB: usize = 1024;
+
+/// The lookup's gradient (`[vocab, d]`) on the GPU backends: [`backward_by_product`] for a
+/// vocabulary of at most [`MAX_PRODUCT_VOCAB`] entries, else Burn's `select_add`.
+pub(super) fn backward<B: Backend>(vocab: usize, ids: IntTensor<B>, grad: FloatTensor<B>) -> FloatTensor<B> {
+    if vocab <= MAX_PRODUCT_VOCAB {
+        return backward_by_product::<B>(vocab, ids, grad, MAX_ONE_HOT);
+    }
+    let shape = grad.shape();
+    let d = shape[shape.num_dims() - 1];
+    let rows = shape.num_elements() / d.max(1);
+    let zeros = B::float_zeros([vocab, d].into(), &B::float_device(&grad), grad.dtype().into());
+    let ids = B::int_reshape(ids, [rows].into());
+    B::float_select_add(zeros, 0, ids, B::float_reshape(grad, [rows, d].into()))
+}
 
 /// `E[tokens]`: the rows of `weight` (`[V, d]`) at `tokens`, with the backward as a product
 /// on the GPU backends.
@@ -87,7 +111,7 @@ pub(super) fn backward_by_product<B: Backend>(
 #[cfg(test)]
 mod tests {
     use burn::backend::Autodiff;
-    use burn::tensor::{Distribution, Int, Tensor, TensorData, Tolerance};
+    use burn::tensor::{Distribution, Int, Tensor, TensorData, TensorPrimitive, Tolerance};
     use burn_ndarray::NdArray;
 
     use super::{backward_by_product, embedding};
@@ -125,6 +149,23 @@ mod tests {
             let ours = Tensor::<B, 2>::from_primitive(burn::tensor::TensorPrimitive::Float(ours));
             ours.into_data().assert_approx_eq::<f32>(&reference.clone().into_data(), Tolerance::absolute(1e-5));
         }
+    }
+
+    #[test]
+    fn a_vocabulary_past_the_product_limit_keeps_select_add_with_the_same_gradient() {
+        let device = Default::default();
+        let vocab = super::MAX_PRODUCT_VOCAB + 5;
+        let ids: Vec<i64> = (0..24).map(|i| (i * 97 % vocab) as i64).collect();
+        let ids = || Tensor::<B, 2, Int>::from_data(TensorData::new(ids.clone(), [4, 6]), &device).into_primitive();
+        let grad = Tensor::<B, 3>::random([4, 6, 3], Distribution::Normal(0.0, 1.0), &device);
+        let kept = super::backward::<B>(vocab, ids(), grad.clone().into_primitive().tensor());
+        let product = backward_by_product::<B>(vocab, ids(), grad.into_primitive().tensor(), 1 << 24);
+        let (kept, product) = (
+            Tensor::<B, 2>::from_primitive(TensorPrimitive::Float(kept)),
+            Tensor::<B, 2>::from_primitive(TensorPrimitive::Float(product)),
+        );
+        assert_eq!(kept.dims(), [vocab, 3]);
+        kept.into_data().assert_approx_eq::<f32>(&product.into_data(), Tolerance::absolute(1e-5));
     }
 
     #[test]

@@ -241,9 +241,10 @@ pub trait FusedOps: Backend {
     }
 
     /// `dE` (`[vocab, d]`) of [`FusedOps::fused_embedding`] from the output's gradient: the
-    /// one-hot matrix of the indices, transposed, times it ([`embedding`] says why).
+    /// one-hot matrix of the indices, transposed, times it, for a small vocabulary; Burn's
+    /// `select_add` for a large one ([`embedding`] says why).
     fn fused_embedding_backward(vocab: usize, indices: IntTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
-        embedding::backward_by_product::<Self>(vocab, indices, grad, embedding::MAX_ONE_HOT)
+        embedding::backward::<Self>(vocab, indices, grad)
     }
 
     /// `Σₜ Σᵢ tᵢ²` over `tensors` (any shapes, at least one), `[1]` ([`squared_norm`]).
