@@ -6,7 +6,7 @@
 //! `InnerBackend`). The GPU backends need the build features that bring them in (`wgpu`, `cuda`);
 //! a flag whose backend is not built is an error that says which feature to build with. Before a
 //! GPU backend's first use, its kernel caches are set up (`kernel_cache`) and `ATTEND_GPU_KERNELS`
-//! is checked.
+//! is checked; `ATTEND_QKV` is checked on every backend.
 
 use anyhow::Result;
 use burn::tensor::backend::AutodiffBackend;
@@ -46,6 +46,9 @@ pub trait OnBackend {
 /// Runs `work` on `backend`'s default device.
 pub fn run_on<W: OnBackend>(backend: Backend, work: W) -> Result<W::Output> {
     use burn::backend::Autodiff;
+    // `ATTEND_QKV` (self-attention's projections as one product or three) on every backend: a
+    // value the model would not take stops the run instead of being ignored.
+    attend_model::projections::projections_from_env().map_err(anyhow::Error::msg)?;
     match backend {
         Backend::Ndarray => work.run::<Autodiff<burn_ndarray::NdArray<f32>>>(&Default::default()),
         #[cfg(feature = "wgpu")]

@@ -12,7 +12,7 @@ use burn::tensor::{backend::Backend, Bool, Tensor};
 
 use crate::cache::KeyValue;
 use crate::config::ModelConfig;
-use crate::fused::{attention, reshape, softmax_last};
+use crate::fused::{attention, reshape, softmax_last, Weight};
 use crate::init::{linear, Role};
 use crate::lora::{AttentionAdapters, Lora};
 use crate::mask::MASKED_SCORE;
@@ -186,6 +186,62 @@ impl<B: Backend> MultiHeadAttention<B> {
         mask: Option<Tensor<B, 4, Bool>>,
     ) -> AttentionOutput<B> {
         let q = self.split_heads(self.project(&self.query, |a| &a.query, x_query));
+        self.attend_queries(q, kv, mask)
+    }
+
+    /// Self-attention's three projections of `x`: its queries, and its keys and values (what a
+    /// cache stores), split into heads.
+    ///
+    /// Without adapters, and where [`crate::projections`] says so (`ATTEND_QKV`; by default on
+    /// the GPU backends), they are one product of `x` with `[W^Q | W^K | W^V]`, sliced.
+    ///
+    /// # Shapes
+    /// - `x`: `[batch, len, d_model]`
+    /// - output: `[batch, heads, len, d_k]` queries; keys and values as
+    ///   [`MultiHeadAttention::keys_values`]
+    pub fn self_projections(&self, x: Tensor<B, 3>) -> (Tensor<B, 4>, KeyValue<B>) {
+        let layers = [&self.query, &self.key, &self.value];
+        let biases = layers.iter().filter(|l| l.bias.is_some()).count();
+        let mixed_biases = !(biases == 0 || biases == layers.len());
+        if self.adapters.is_some() || mixed_biases || !crate::projections::merges::<B>() {
+            return self.separate_projections(x);
+        }
+        self.merged_projections(x)
+    }
+
+    /// [`MultiHeadAttention::self_projections`] as three products.
+    pub(crate) fn separate_projections(&self, x: Tensor<B, 3>) -> (Tensor<B, 4>, KeyValue<B>) {
+        let q = self.split_heads(self.project(&self.query, |a| &a.query, x.clone()));
+        (q, self.keys_values(x))
+    }
+
+    /// [`MultiHeadAttention::self_projections`] as one product (no adapters; every projection
+    /// with a bias or none).
+    pub(crate) fn merged_projections(&self, x: Tensor<B, 3>) -> (Tensor<B, 4>, KeyValue<B>) {
+        let layers = [&self.query, &self.key, &self.value];
+        let [qk, _, v] = layers.map(|l| l.weight.dims()[1]);
+        let weight = Tensor::cat(layers.iter().map(|l| l.weight.val()).collect(), 1);
+        let biases: Vec<_> = layers.iter().filter_map(|l| l.bias.as_ref().map(|b| b.val())).collect();
+        let bias = (!biases.is_empty()).then(|| Tensor::cat(biases, 0));
+        let y = crate::fused::linear(x, weight, bias, Weight::InOut);
+        let (queries, keys, values) = (y.clone().narrow(2, 0, qk), y.clone().narrow(2, qk, qk), y.narrow(2, 2 * qk, v));
+        let kv = KeyValue { keys: self.split_heads(keys), values: self.split_heads(values) };
+        (self.split_heads(queries), kv)
+    }
+
+    /// Attention of queries already projected and split into heads over `kv`.
+    ///
+    /// # Shapes
+    /// - `q`: `[batch, heads, queries, d_k]`
+    /// - `kv`: `[batch, heads, keys, d_k]`
+    /// - `mask`: broadcastable to `[batch, heads, queries, keys]`
+    /// - output: see [`AttentionOutput`]
+    pub fn attend_queries(
+        &self,
+        q: Tensor<B, 4>,
+        kv: &KeyValue<B>,
+        mask: Option<Tensor<B, 4, Bool>>,
+    ) -> AttentionOutput<B> {
         let scale = if self.scaled { 1.0 / (q.dims()[3] as f64).sqrt() } else { 1.0 };
         let (context, weights) =
             attention_with_scale(q, kv.keys.clone(), kv.values.clone(), mask, &self.dropout, scale);

@@ -69,8 +69,9 @@ impl<B: Backend> DecoderLayer<B> {
     ) -> LayerOutput<B> {
         let attention = &self.self_attention;
         let (x, self_weights) = residual(x, &self.norm_self, self.norm, &self.dropout, |h| {
-            let kv = extend(cache, attention.keys_values(h.clone()));
-            let out = attention.attend(h, &kv, self_mask);
+            let (q, kv) = attention.self_projections(h);
+            let kv = extend(cache, kv);
+            let out = attention.attend_queries(q, &kv, self_mask);
             (out.context, out.weights)
         });
         let (x, cross_weights) = residual(x, &self.norm_cross, self.norm, &self.dropout, |h| {

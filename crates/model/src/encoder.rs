@@ -79,8 +79,9 @@ impl<B: Backend> EncoderLayer<B> {
     ) -> LayerOutput<B> {
         let attention = &self.self_attention;
         let (x, self_weights) = residual(x, &self.norm_attention, self.norm, &self.dropout, |h| {
-            let kv = extend(cache, attention.keys_values(h.clone()));
-            let out = attention.attend(h, &kv, mask);
+            let (q, kv) = attention.self_projections(h);
+            let kv = extend(cache, kv);
+            let out = attention.attend_queries(q, &kv, mask);
             (out.context, out.weights)
         });
         let (x, ()) =

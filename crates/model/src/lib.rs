@@ -52,6 +52,7 @@ pub mod params;
 pub mod positions;
 pub mod positionwise;
 pub mod presets;
+pub mod projections;
 pub mod seq2seq;
 pub mod sublayer;
 

@@ -276,6 +276,12 @@ macro_rules! on_kernels {
 }
 pub(crate) use on_kernels;
 
+/// Whether `B` is the CPU backend (burn-ndarray in f32, with or without autodiff), whose
+/// kernels run whatever `ATTEND_GPU_KERNELS` says.
+pub fn is_cpu_backend<B: 'static>() -> bool {
+    matches!(Kernels::of::<B>(), Kernels::Cpu | Kernels::CpuAutodiff)
+}
+
 /// Whether `A` and `T` are the same type.
 pub(super) fn is<A: 'static, T: 'static>() -> bool {
     core::any::TypeId::of::<A>() == core::any::TypeId::of::<T>()

@@ -22,7 +22,6 @@ use burn::tensor::backend::Backend;
 use burn::tensor::ops::{FloatTensor, IntTensor};
 use burn::tensor::{FloatDType, Int, Tensor, TensorMetadata, TensorPrimitive};
 
-use super::dispatch::Kernels;
 use super::linear::rows_product;
 use super::{as_rank, on_kernels, same, FusedOps};
 
@@ -61,7 +60,7 @@ pub fn embedding<B: Backend>(weight: Tensor<B, 2>, tokens: Tensor<B, 2, Int>) ->
         let ids = same::<Tensor<B, 2, Int>, Tensor<K, 2, Int>>(tokens).into_primitive();
         same(Tensor::<K, 3>::from_primitive(TensorPrimitive::Float(K::fused_embedding(w, ids))))
     }
-    if matches!(Kernels::of::<B>(), Kernels::Cpu | Kernels::CpuAutodiff) {
+    if super::is_cpu_backend::<B>() {
         return burn::tensor::module::embedding(weight, tokens);
     }
     on_kernels!(B, K => on::<B, K>(weight, tokens), _ => {

@@ -1,0 +1,147 @@
+//! Whether self-attention's three projections `x W^Q`, `x W^K`, `x W^V` run as one product of
+//! `x` with `[W^Q | W^K | W^V]` (`merged`) or as three (`separate`): the environment variable
+//! `ATTEND_QKV`.
+//!
+//! Merged is one pass over `x` forward, and one `dx` product and one weight gradient
+//! `xᵀ·[dQ | dK | dV]` backward instead of three of each. On an H200 each weight gradient over
+//! a batch's 16,384 positions took about 2 ms whatever its width (docs/benchmarks.md, "where
+//! the GPU time goes"), so three made one cost three times one. The outputs are then slices of
+//! one tensor, whose backward Burn's autodiff forms as zeros, a slice assignment and a sum for
+//! each: on the CPU (burn-ndarray, nanoGPT's CPU model) that cost more than the larger
+//! products saved (22.5k against 25.5k tokens/s, the same losses bit for bit), so `auto`, the
+//! default, merges on the GPU backends only. The parameters stay three `Linear`s either way:
+//! checkpoints and exports do not change.
+
+use burn::tensor::backend::Backend;
+
+/// The setting of `ATTEND_QKV`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Projections {
+    /// `auto` (the default): merged on the GPU backends, separate on the CPU.
+    Auto,
+    /// `merged`: one product on every backend.
+    Merged,
+    /// `separate`: three products on every backend.
+    Separate,
+}
+
+/// `ATTEND_QKV` read: unset, or a value [`parse_projections`] takes.
+pub fn projections_from_env() -> Result<Projections, String> {
+    match std::env::var("ATTEND_QKV") {
+        Err(std::env::VarError::NotPresent) => Ok(Projections::Auto),
+        Ok(value) => parse_projections(&value),
+        Err(std::env::VarError::NotUnicode(_)) => {
+            Err("ATTEND_QKV is not UTF-8: expected auto (the default), merged or separate".to_owned())
+        }
+    }
+}
+
+/// A value of `ATTEND_QKV`: `auto` (or empty), `merged`, `separate`; anything else is an error
+/// that names the variable and the values it takes.
+pub fn parse_projections(value: &str) -> Result<Projections, String> {
+    match value.trim() {
+        "" | "auto" => Ok(Projections::Auto),
+        "merged" => Ok(Projections::Merged),
+        "separate" => Ok(Projections::Separate),
+        other => Err(format!("ATTEND_QKV = {other:?}: expected auto (the default), merged or separate")),
+    }
+}
+
+/// Whether self-attention on backend `B` merges its projections: the tests' choice on this
+/// thread, else the environment's, read once (a value the runner would refuse counts as
+/// `auto` here; `xtask` checks it before a run).
+pub(crate) fn merges<B: Backend>() -> bool {
+    static ENV: std::sync::OnceLock<Projections> = std::sync::OnceLock::new();
+    #[cfg(test)]
+    let setting = TEST_PROJECTIONS.with(|p| p.get());
+    #[cfg(not(test))]
+    let setting = None;
+    match setting.unwrap_or_else(|| *ENV.get_or_init(|| projections_from_env().unwrap_or(Projections::Auto))) {
+        Projections::Auto => !crate::fused::is_cpu_backend::<B>(),
+        Projections::Merged => true,
+        Projections::Separate => false,
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// The tests' choice of [`Projections`] on this thread (`None`: the environment's).
+    pub(crate) static TEST_PROJECTIONS: std::cell::Cell<Option<Projections>> = const { std::cell::Cell::new(None) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attention::MultiHeadAttention;
+    use crate::config::ModelConfig;
+    use burn::backend::Autodiff;
+    use burn::tensor::{Distribution, Tensor};
+    use burn_ndarray::NdArray;
+
+    type Ad = Autodiff<NdArray<f32>>;
+
+    #[test]
+    fn projections_setting_takes_auto_merged_separate_and_names_the_variable_on_anything_else() {
+        assert_eq!(parse_projections(""), Ok(Projections::Auto));
+        assert_eq!(parse_projections(" auto"), Ok(Projections::Auto));
+        assert_eq!(parse_projections("merged"), Ok(Projections::Merged));
+        assert_eq!(parse_projections("separate"), Ok(Projections::Separate));
+        let error = parse_projections("yes").unwrap_err();
+        assert!(error.contains("ATTEND_QKV") && error.contains("merged") && error.contains("\"yes\""), "{error}");
+    }
+
+    #[test]
+    fn auto_keeps_three_products_on_the_cpu_and_each_setting_overrides_it() {
+        let with = |setting| {
+            TEST_PROJECTIONS.with(|p| p.set(Some(setting)));
+            let merges = (merges::<NdArray<f32>>(), merges::<Ad>());
+            TEST_PROJECTIONS.with(|p| p.set(None));
+            merges
+        };
+        assert_eq!(with(Projections::Auto), (false, false));
+        assert_eq!(with(Projections::Merged), (true, true));
+        assert_eq!(with(Projections::Separate), (false, false));
+    }
+
+    /// The loss `Σ q + Σ k + Σ v²`, and the gradients of `x` and of the three weights (and
+    /// biases), from one of the two forms.
+    fn projected(config: &ModelConfig, merged: bool) -> Vec<Vec<f32>> {
+        let device = Default::default();
+        <Ad as Backend>::seed(&device, 7);
+        let attention = MultiHeadAttention::<Ad>::new(config, &device);
+        let x = Tensor::<Ad, 3>::random([2, 5, config.d_model], Distribution::Default, &device).require_grad();
+        let (q, kv) =
+            if merged { attention.merged_projections(x.clone()) } else { attention.separate_projections(x.clone()) };
+        let loss = q.clone().sum() + kv.keys.clone().sum() + kv.values.clone().powi_scalar(2).sum();
+        let grads = loss.backward();
+        let mut out = vec![q.into_data().to_vec().unwrap(), kv.keys.into_data().to_vec().unwrap()];
+        out.push(kv.values.into_data().to_vec().unwrap());
+        out.push(x.grad(&grads).unwrap().into_data().to_vec().unwrap());
+        for layer in [&attention.query, &attention.key, &attention.value] {
+            out.push(layer.weight.grad(&grads).unwrap().into_data().to_vec().unwrap());
+            if let Some(bias) = &layer.bias {
+                out.push(bias.grad(&grads).unwrap().into_data().to_vec().unwrap());
+            }
+        }
+        out
+    }
+
+    /// One product of `x` with the concatenated weights gives the three projections, and the
+    /// gradients of `x` and of each weight and bias, that three products give (with and
+    /// without biases; `d_v` apart from `d_k`, as Table 3's rows set them).
+    #[test]
+    fn merged_projections_equal_three_products_in_values_and_gradients() {
+        for (bias, d_k, d_v) in [(false, 0, 0), (true, 3, 5)] {
+            let config = ModelConfig { d_model: 8, n_heads: 2, bias, d_k, d_v, ..ModelConfig::base() };
+            let (separate, merged) = (projected(&config, false), projected(&config, true));
+            assert_eq!(separate.len(), if bias { 10 } else { 7 });
+            assert_eq!(separate.len(), merged.len());
+            for (i, (a, b)) in separate.iter().zip(&merged).enumerate() {
+                assert_eq!(a.len(), b.len(), "output {i}");
+                let worst = a.iter().zip(b).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+                assert!(worst < 1e-5, "output {i} differs by {worst}");
+                assert!(a.iter().any(|&g| g != 0.0), "output {i} is all zero");
+            }
+        }
+    }
+}
