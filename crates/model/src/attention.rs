@@ -193,7 +193,8 @@ impl<B: Backend> MultiHeadAttention<B> {
     /// cache stores), split into heads.
     ///
     /// Without adapters, and where [`crate::projections`] says so (`ATTEND_QKV`; by default on
-    /// the GPU backends), they are one product of `x` with `[W^Q | W^K | W^V]`, sliced.
+    /// the GPU backends, for large steps), they are one product of `x` with
+    /// `[W^Q | W^K | W^V]`, sliced.
     ///
     /// # Shapes
     /// - `x`: `[batch, len, d_model]`
@@ -203,7 +204,8 @@ impl<B: Backend> MultiHeadAttention<B> {
         let layers = [&self.query, &self.key, &self.value];
         let biases = layers.iter().filter(|l| l.bias.is_some()).count();
         let mixed_biases = !(biases == 0 || biases == layers.len());
-        if self.adapters.is_some() || mixed_biases || !crate::projections::merges::<B>() {
+        let [batch, len, _] = x.dims();
+        if self.adapters.is_some() || mixed_biases || !crate::projections::merges::<B>(batch * len) {
             return self.separate_projections(x);
         }
         self.merged_projections(x)

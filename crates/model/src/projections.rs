@@ -9,7 +9,8 @@
 //! one tensor, whose backward Burn's autodiff forms as zeros, a slice assignment and a sum for
 //! each: on the CPU (burn-ndarray, nanoGPT's CPU model) that cost more than the larger
 //! products saved (22.5k against 25.5k tokens/s, the same losses bit for bit), so `auto`, the
-//! default, merges on the GPU backends only. The parameters stay three `Linear`s either way:
+//! default, merges on the GPU backends only, and only for steps of at least
+//! [`MERGE_MIN_POSITIONS`] positions. The parameters stay three `Linear`s either way:
 //! checkpoints and exports do not change.
 
 use burn::tensor::backend::Backend;
@@ -17,7 +18,8 @@ use burn::tensor::backend::Backend;
 /// The setting of `ATTEND_QKV`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Projections {
-    /// `auto` (the default): merged on the GPU backends, separate on the CPU.
+    /// `auto` (the default): merged on the GPU backends for steps of at least
+    /// [`MERGE_MIN_POSITIONS`] positions, else separate.
     Auto,
     /// `merged`: one product on every backend.
     Merged,
@@ -47,17 +49,23 @@ pub fn parse_projections(value: &str) -> Result<Projections, String> {
     }
 }
 
-/// Whether self-attention on backend `B` merges its projections: the tests' choice on this
-/// thread, else the environment's, read once (a value the runner would refuse counts as
-/// `auto` here; `xtask` checks it before a run).
-pub(crate) fn merges<B: Backend>() -> bool {
+/// Positions (`batch·len`) below which `auto` keeps three products: there the weight
+/// gradients are small, and the merged form's slices hand burn-fusion more operations (on
+/// lavapipe, nanoGPT's GPU model shrunk: 425 executions a step against 364), which is the
+/// fixed per-step cost that small steps are made of.
+pub const MERGE_MIN_POSITIONS: usize = 4096;
+
+/// Whether self-attention on backend `B` merges its projections of `positions` positions: the
+/// tests' choice on this thread, else the environment's, read once (a value the runner would
+/// refuse counts as `auto` here; `xtask` checks it before a run).
+pub(crate) fn merges<B: Backend>(positions: usize) -> bool {
     static ENV: std::sync::OnceLock<Projections> = std::sync::OnceLock::new();
     #[cfg(test)]
     let setting = TEST_PROJECTIONS.with(|p| p.get());
     #[cfg(not(test))]
     let setting = None;
     match setting.unwrap_or_else(|| *ENV.get_or_init(|| projections_from_env().unwrap_or(Projections::Auto))) {
-        Projections::Auto => !crate::fused::is_cpu_backend::<B>(),
+        Projections::Auto => !crate::fused::is_cpu_backend::<B>() && positions >= MERGE_MIN_POSITIONS,
         Projections::Merged => true,
         Projections::Separate => false,
     }
@@ -94,13 +102,27 @@ mod tests {
     fn auto_keeps_three_products_on_the_cpu_and_each_setting_overrides_it() {
         let with = |setting| {
             TEST_PROJECTIONS.with(|p| p.set(Some(setting)));
-            let merges = (merges::<NdArray<f32>>(), merges::<Ad>());
+            let merges = (merges::<NdArray<f32>>(1 << 20), merges::<Ad>(1 << 20));
             TEST_PROJECTIONS.with(|p| p.set(None));
             merges
         };
         assert_eq!(with(Projections::Auto), (false, false));
         assert_eq!(with(Projections::Merged), (true, true));
         assert_eq!(with(Projections::Separate), (false, false));
+    }
+
+    /// Under `auto` a backend without the CPU's kernels (here burn-ndarray in f64, which
+    /// stands in for the GPU backends in a CPU build) merges from [`MERGE_MIN_POSITIONS`]
+    /// positions on, and `merged` at any size.
+    #[test]
+    fn auto_merges_elsewhere_from_the_position_threshold_on() {
+        TEST_PROJECTIONS.with(|p| p.set(Some(Projections::Auto)));
+        let (below, at) =
+            (merges::<NdArray<f64>>(MERGE_MIN_POSITIONS - 1), merges::<NdArray<f64>>(MERGE_MIN_POSITIONS));
+        TEST_PROJECTIONS.with(|p| p.set(Some(Projections::Merged)));
+        let small = merges::<NdArray<f64>>(1);
+        TEST_PROJECTIONS.with(|p| p.set(None));
+        assert_eq!((below, at, small), (false, true, true));
     }
 
     /// The loss `Σ q + Σ k + Σ v²`, and the gradients of `x` and of the three weights (and
