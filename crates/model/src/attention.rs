@@ -211,10 +211,12 @@ impl<B: Backend> MultiHeadAttention<B> {
         self.merged_projections(x)
     }
 
-    /// [`MultiHeadAttention::self_projections`] as three products.
+    /// [`MultiHeadAttention::self_projections`] as three products (keys and values first, as
+    /// [`MultiHeadAttention::forward`] orders them: the same order of operations, the same
+    /// bits).
     pub(crate) fn separate_projections(&self, x: Tensor<B, 3>) -> (Tensor<B, 4>, KeyValue<B>) {
-        let q = self.split_heads(self.project(&self.query, |a| &a.query, x.clone()));
-        (q, self.keys_values(x))
+        let kv = self.keys_values(x.clone());
+        (self.split_heads(self.project(&self.query, |a| &a.query, x)), kv)
     }
 
     /// [`MultiHeadAttention::self_projections`] as one product (no adapters; every projection
