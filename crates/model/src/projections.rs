@@ -59,16 +59,20 @@ pub const MERGE_MIN_POSITIONS: usize = 4096;
 /// tests' choice on this thread, else the environment's, read once (a value the runner would
 /// refuse counts as `auto` here; `xtask` checks it before a run).
 pub(crate) fn merges<B: Backend>(positions: usize) -> bool {
-    static ENV: std::sync::OnceLock<Projections> = std::sync::OnceLock::new();
-    #[cfg(test)]
-    let setting = TEST_PROJECTIONS.with(|p| p.get());
-    #[cfg(not(test))]
-    let setting = None;
-    match setting.unwrap_or_else(|| *ENV.get_or_init(|| projections_from_env().unwrap_or(Projections::Auto))) {
+    match setting() {
         Projections::Auto => !crate::fused::is_cpu_backend::<B>() && positions >= MERGE_MIN_POSITIONS,
         Projections::Merged => true,
         Projections::Separate => false,
     }
+}
+
+fn setting() -> Projections {
+    static ENV: std::sync::OnceLock<Projections> = std::sync::OnceLock::new();
+    #[cfg(test)]
+    if let Some(setting) = TEST_PROJECTIONS.with(|p| p.get()) {
+        return setting;
+    }
+    *ENV.get_or_init(|| projections_from_env().unwrap_or(Projections::Auto))
 }
 
 #[cfg(test)]
