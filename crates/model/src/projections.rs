@@ -82,12 +82,13 @@ thread_local! {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::attention::MultiHeadAttention;
     use crate::config::ModelConfig;
     use burn::backend::Autodiff;
-    use burn::tensor::{Distribution, Tensor};
+    use burn::tensor::backend::AutodiffBackend;
+    use burn::tensor::{Distribution, Tensor, TensorData};
     use burn_ndarray::NdArray;
 
     type Ad = Autodiff<NdArray<f32>>;
@@ -130,26 +131,42 @@ mod tests {
     }
 
     /// The loss `Σ q + Σ k + Σ v²`, and the gradients of `x` and of the three weights (and
-    /// biases), from one of the two forms.
-    fn projected(config: &ModelConfig, merged: bool) -> Vec<Vec<f32>> {
-        let device = Default::default();
-        <Ad as Backend>::seed(&device, 7);
-        let attention = MultiHeadAttention::<Ad>::new(config, &device);
-        let x = Tensor::<Ad, 3>::random([2, 5, config.d_model], Distribution::Default, &device).require_grad();
+    /// biases), from one of the two forms, for the layer and input given.
+    pub(crate) fn projected<B: AutodiffBackend>(
+        attention: &MultiHeadAttention<B>,
+        x: TensorData,
+        merged: bool,
+    ) -> Vec<Vec<f32>> {
+        let x = Tensor::<B, 3>::from_data(x, &attention.query.weight.device()).require_grad();
         let (q, kv) =
             if merged { attention.merged_projections(x.clone()) } else { attention.separate_projections(x.clone()) };
         let loss = q.clone().sum() + kv.keys.clone().sum() + kv.values.clone().powi_scalar(2).sum();
         let grads = loss.backward();
-        let mut out = vec![q.into_data().to_vec().unwrap(), kv.keys.into_data().to_vec().unwrap()];
-        out.push(kv.values.into_data().to_vec().unwrap());
-        out.push(x.grad(&grads).unwrap().into_data().to_vec().unwrap());
+        let values = |t: TensorData| t.convert::<f32>().to_vec::<f32>().unwrap();
+        let mut out = vec![values(q.into_data()), values(kv.keys.into_data()), values(kv.values.into_data())];
+        out.push(values(x.grad(&grads).unwrap().into_data()));
         for layer in [&attention.query, &attention.key, &attention.value] {
-            out.push(layer.weight.grad(&grads).unwrap().into_data().to_vec().unwrap());
+            out.push(layer.weight.grad(&grads).unwrap().into_data().convert::<f32>().to_vec().unwrap());
             if let Some(bias) = &layer.bias {
-                out.push(bias.grad(&grads).unwrap().into_data().to_vec().unwrap());
+                out.push(bias.grad(&grads).unwrap().into_data().convert::<f32>().to_vec().unwrap());
             }
         }
         out
+    }
+
+    /// The largest difference between two [`projected`] results, each output's relative to its
+    /// largest magnitude where that exceeds 1, checking that each output has the same length
+    /// and is not all zero.
+    pub(crate) fn worst_difference(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
+        assert_eq!(a.len(), b.len());
+        let mut worst = 0.0f32;
+        for (i, (a, b)) in a.iter().zip(b).enumerate() {
+            assert_eq!(a.len(), b.len(), "output {i}");
+            assert!(a.iter().any(|&g| g != 0.0), "output {i} is all zero");
+            let scale = a.iter().fold(1.0f32, |m, v| m.max(v.abs()));
+            worst = a.iter().zip(b).map(|(a, b)| (a - b).abs() / scale).fold(worst, f32::max);
+        }
+        worst
     }
 
     /// One product of `x` with the concatenated weights gives the three projections, and the
@@ -159,15 +176,13 @@ mod tests {
     fn merged_projections_equal_three_products_in_values_and_gradients() {
         for (bias, d_k, d_v) in [(false, 0, 0), (true, 3, 5)] {
             let config = ModelConfig { d_model: 8, n_heads: 2, bias, d_k, d_v, ..ModelConfig::base() };
-            let (separate, merged) = (projected(&config, false), projected(&config, true));
+            let device = Default::default();
+            let attention = MultiHeadAttention::<Ad>::new(&config, &device);
+            let x = Tensor::<Ad, 3>::random([2, 5, config.d_model], Distribution::Default, &device).into_data();
+            let separate = projected(&attention, x.clone(), false);
             assert_eq!(separate.len(), if bias { 10 } else { 7 });
-            assert_eq!(separate.len(), merged.len());
-            for (i, (a, b)) in separate.iter().zip(&merged).enumerate() {
-                assert_eq!(a.len(), b.len(), "output {i}");
-                let worst = a.iter().zip(b).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
-                assert!(worst < 1e-5, "output {i} differs by {worst}");
-                assert!(a.iter().any(|&g| g != 0.0), "output {i} is all zero");
-            }
+            let worst = worst_difference(&separate, &projected(&attention, x, true));
+            assert!(worst < 1e-5, "merged and separate differ by {worst}");
         }
     }
 }

@@ -1,6 +1,7 @@
-//! The weight gradients' products on wgpu (lavapipe will do): the token lookup's gradient as a
-//! one-hot product over enough rows to be cut into slices, against Burn's `select_add` on the
-//! CPU, on the fused and the unfused backend.
+//! The weight gradients' products on wgpu (lavapipe will do), over enough rows to be cut into
+//! slices, on the fused and the unfused backend: the token lookup's gradient as a one-hot
+//! product against Burn's `select_add` on the CPU, and self-attention's merged projections
+//! against three products on the CPU.
 
 use burn::backend::Autodiff;
 use burn::tensor::backend::AutodiffBackend;
@@ -63,4 +64,48 @@ fn lookup_gradient_as_sliced_one_hot_product_on_wgpu_equals_select_add_on_cpu() 
         "wgpu f16 gradient",
     );
     assert!(TRACKED.load(Ordering::Relaxed) > tracked, "under burn-fusion the lookup is one autodiff step");
+}
+
+/// Self-attention's three projections as one product on wgpu (fused and unfused) give the
+/// values and gradients that three products give on the CPU, over 4,096 positions (what
+/// `ATTEND_QKV=auto` merges on a GPU; the weight gradient is then cut into slices of rows).
+#[test]
+fn merged_projections_on_wgpu_equal_three_products_on_cpu() {
+    use crate::attention::MultiHeadAttention;
+    use crate::config::ModelConfig;
+    use crate::projections::tests::{projected, worst_difference};
+    use burn::module::Param;
+    use burn::nn::Linear;
+    use burn_ndarray::NdArray;
+
+    /// `layer` with the CPU layer's parameters.
+    fn copy<B: AutodiffBackend>(
+        cpu: &MultiHeadAttention<Autodiff<NdArray<f32>>>,
+        config: &ModelConfig,
+    ) -> MultiHeadAttention<B> {
+        let device = Default::default();
+        let mut layer = MultiHeadAttention::<B>::new(config, &device);
+        let set = |to: &mut Linear<B>, from: &Linear<Autodiff<NdArray<f32>>>| {
+            to.weight = Param::from_tensor(Tensor::from_data(from.weight.val().into_data(), &device));
+            to.bias = from.bias.as_ref().map(|b| Param::from_tensor(Tensor::from_data(b.val().into_data(), &device)));
+        };
+        set(&mut layer.query, &cpu.query);
+        set(&mut layer.key, &cpu.key);
+        set(&mut layer.value, &cpu.value);
+        layer
+    }
+
+    let config = ModelConfig { d_model: 16, n_heads: 2, bias: true, ..ModelConfig::base() };
+    let cpu = MultiHeadAttention::<Autodiff<NdArray<f32>>>::new(&config, &Default::default());
+    let shape = [8, 512, 16];
+    let values: Vec<f32> =
+        (0..shape.iter().product::<usize>()).map(|i| ((i * 37 % 101) as f32 - 50.0) / 50.0).collect();
+    let x = TensorData::new(values, shape);
+    let reference = projected(&cpu, x.clone(), false);
+    let fused = projected(&copy::<Autodiff<burn_wgpu::Wgpu>>(&cpu, &config), x.clone(), true);
+    let unfused = projected(&copy::<Autodiff<WgpuUnfused>>(&cpu, &config), x, true);
+    for (name, ours) in [("wgpu", fused), ("wgpu-unfused", unfused)] {
+        let worst = worst_difference(&reference, &ours);
+        assert!(worst < 2e-3, "{name}: merged on wgpu and separate on the CPU differ by {worst}");
+    }
 }
