@@ -5,7 +5,7 @@
 //! Merged is one pass over `x` forward, and one `dx` product and one weight gradient
 //! `xᵀ·[dQ | dK | dV]` backward instead of three of each. On an H200 each weight gradient over
 //! a batch's 16,384 positions took about 2 ms whatever its width (docs/benchmarks.md, "where
-//! the GPU time goes"), so three made one cost three times one. The outputs are then slices of
+//! the GPU time goes"), so three of them cost three times what one does. The outputs are slices of
 //! one tensor, whose backward Burn's autodiff forms as zeros, a slice assignment and a sum for
 //! each: on the CPU (burn-ndarray, nanoGPT's CPU model) that cost more than the larger
 //! products saved (22.5k against 25.5k tokens/s, the same losses bit for bit), so `auto`, the
