@@ -280,7 +280,8 @@ pub(crate) const INV_SQRT_2PI: f64 = 0.398_942_280_401_432_7;
 
 pub use attention::attention;
 pub use cross_entropy::cross_entropy;
-pub use dispatch::{gpu_kernels_from_env, is_cpu_backend, parse_gpu_kernels, GpuKernels};
+pub(crate) use dispatch::is_cpu_backend;
+pub use dispatch::{gpu_kernels_from_env, parse_gpu_kernels, GpuKernels};
 use dispatch::{is, on_kernels, same};
 pub use embedding::embedding;
 pub use linear::{linear, Weight};
