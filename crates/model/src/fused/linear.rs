@@ -6,7 +6,8 @@
 //! through its strides (burn-ndarray copies a non-contiguous operand into a new array first:
 //! 9% of a training step went to those copies) and has AVX-512 kernels, chosen at run time
 //! where the CPU has them; each output element is summed by one thread in a fixed order, so
-//! results do not depend on the scheduling. The composed form is Burn's `matmul` elsewhere.
+//! results do not depend on the scheduling. The composed form's products elsewhere are
+//! [`products::product`]: Burn's `matmul`, or on the GPU backends our kernel where `ATTEND_GPU_MATMUL` asks.
 
 use core::mem::MaybeUninit;
 
@@ -15,6 +16,7 @@ use burn::tensor::ops::FloatTensor;
 use burn::tensor::{DType, FloatDType, Tensor, TensorData, TensorPrimitive};
 use burn_ndarray::{NdArray, NdArrayTensor};
 
+use super::products;
 use super::unwritten::{assume_init, assume_init_mut, uninit};
 
 /// How the weight is stored.
@@ -34,7 +36,7 @@ pub(super) fn composed<B: Backend>(
     layout: Weight,
 ) -> Tensor<B, 2> {
     let w = if layout == Weight::OutIn { w.transpose() } else { w };
-    let y = x.matmul(w);
+    let y = products::product(x, w);
     match b {
         Some(b) => y + b.unsqueeze_dim(0),
         None => y,
@@ -51,8 +53,8 @@ pub(super) fn composed_backward<B: Backend>(
 ) -> (Tensor<B, 2>, Tensor<B, 2>, Option<Tensor<B, 2>>) {
     let db = with_bias.then(|| grad.clone().sum_dim(0));
     match layout {
-        Weight::InOut => (grad.clone().matmul(w.transpose()), rows_product(x, grad), db),
-        Weight::OutIn => (grad.clone().matmul(w), rows_product(grad, x), db),
+        Weight::InOut => (products::product(grad.clone(), w.transpose()), rows_product(x, grad), db),
+        Weight::OutIn => (products::product(grad.clone(), w), rows_product(grad, x), db),
     }
 }
 
@@ -78,10 +80,10 @@ pub(super) fn rows_product<B: Backend>(a: Tensor<B, 2>, b: Tensor<B, 2>) -> Tens
     let ([n, p], q) = (a.dims(), b.dims()[1]);
     let slices = row_slices(n, p * q);
     if slices == 1 {
-        return a.transpose().matmul(b);
+        return products::product(a.transpose(), b);
     }
     let (a, b) = (a.reshape([slices, n / slices, p]), b.reshape([slices, n / slices, q]));
-    let partials = a.swap_dims(1, 2).matmul(b);
+    let partials = products::product(a.swap_dims(1, 2), b);
     // Half-precision partials are added in f32, as one product's accumulator would add them.
     let dtype = partials.dtype();
     let sum = if dtype == DType::F32 {

@@ -59,6 +59,7 @@ mod exp;
 mod linear;
 mod ndarray;
 pub(crate) mod norm;
+mod products;
 mod reshape;
 #[cfg(test)]
 mod tests;
@@ -166,6 +167,13 @@ pub trait FusedOps: Backend {
         scale: f64,
     ) -> [FloatTensor<Self>; 3] {
         composed::attention_backward::<Self>(q, k, v, weights, grad, scale)
+    }
+
+    /// `a·b` over the last two axes (rank 2, or 3 with a batch; either operand may be a
+    /// transposed view): the linear maps' products where `ATTEND_GPU_MATMUL=attend`
+    /// ([`products`]). Burn's `matmul` by default.
+    fn fused_product(a: FloatTensor<Self>, b: FloatTensor<Self>) -> FloatTensor<Self> {
+        Self::float_matmul(a, b)
     }
 
     /// `x·W + b` over rows (`W` stored as `layout` says; [`linear`] has the formulas).
@@ -286,6 +294,7 @@ use dispatch::{is, on_kernels, same};
 pub use embedding::embedding;
 pub use linear::{linear, Weight};
 pub use norm::squared_norm;
+pub use products::{gpu_products_from_env, parse_gpu_products, GpuProducts};
 pub use reshape::reshape;
 pub use unary::{gelu, softmax_last};
 #[cfg(test)]

@@ -142,6 +142,23 @@ fn next<B: FusionBackend>(args: &mut std::vec::IntoIter<Arg<B>>) -> Arg<B> {
 }
 
 impl<B: FusionBackend + FusedOps> FusedOps for Fusion<B> {
+    fn fused_product(a: FloatTensor<Self>, b: FloatTensor<Self>) -> FloatTensor<Self> {
+        let (sa, sb) = (a.shape(), b.shape());
+        let rank = sa.num_dims();
+        let mut shape = sa.clone();
+        shape[rank - 1] = sb[rank - 1];
+        if rank == 3 {
+            shape[0] = sa[0].max(sb[0]);
+        }
+        let dtype = a.dtype;
+        let inputs = vec![(a, Kind::Float), (b, Kind::Float)];
+        let [c] = register::<B, 1>("attend::product", inputs, [(shape, dtype)], |args| {
+            let mut args = args.into_iter();
+            [B::fused_product(next(&mut args).float(), next(&mut args).float())]
+        });
+        c
+    }
+
     fn fused_softmax_last(x: FloatTensor<Self>) -> FloatTensor<Self> {
         if !kernels_under_fusion() {
             return composed::softmax_last::<Self>(x);

@@ -12,13 +12,15 @@
 //! | softmax + cross-entropy | one row pass over the logits; one (no `[rows, V]` log-probabilities kept) |
 //! | AdamW update of a parameter | one element-wise pass ([`adamw`]) |
 //! | squared norm of many tensors | one pass per tensor into partial sums, one over those ([`norm`]) |
+//! | a linear map's matrix product (`ATTEND_GPU_MATMUL=attend`) | one register-blocked product ([`product`]) |
 //!
-//! Linear maps stay composed: they are one matrix product each, which Burn's own kernel does.
+//! Linear maps are otherwise composed: one matrix product each, Burn's by default.
 
 mod adamw;
 pub mod fusion;
 mod kernels;
 mod norm;
+mod product;
 #[cfg(all(test, feature = "wgpu"))]
 mod product_tests;
 #[cfg(all(test, feature = "wgpu"))]
@@ -349,6 +351,12 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> FusedOps f
             dtypes,
         );
         dz
+    }
+
+    fn fused_product(a: FloatTensor<Self>, b: FloatTensor<Self>) -> FloatTensor<Self> {
+        counted();
+        let b = alike::<R, F, I, BT>(b, &a);
+        product::product(a, b)
     }
 
     fn fused_squared_norm(tensors: Vec<FloatTensor<Self>>) -> FloatTensor<Self> {

@@ -109,3 +109,109 @@ fn merged_projections_on_wgpu_equal_three_products_on_cpu() {
         assert!(worst < 2e-3, "{name}: merged on wgpu and separate on the CPU differ by {worst}");
     }
 }
+
+/// Our product kernel (`ATTEND_GPU_MATMUL=attend`) on wgpu, fused and unfused, against Burn's
+/// product on the CPU: shapes that end partway through a 128 × 128 tile and an 8-deep step,
+/// each operand plain or a transposed view (the kernel reads both through their strides), a
+/// batch, and a batch sharing one right-hand matrix.
+#[test]
+fn our_product_kernel_on_wgpu_equals_cpu_products_for_every_layout_and_ragged_shape() {
+    use crate::fused::products::{product, TEST_GPU_PRODUCTS};
+    use crate::fused::GpuProducts;
+    use burn::tensor::backend::Backend;
+    use burn_ndarray::NdArray;
+
+    /// `a·b` on `B` by [`product`], the operands given as `[.., k, m]` / `[.., n, k]` and
+    /// transposed where `a_t` / `b_t` say.
+    fn run<B: Backend, const R: usize>(
+        a: &TensorData,
+        b: &TensorData,
+        (a_t, b_t): (bool, bool),
+        ours: bool,
+    ) -> Vec<f32> {
+        let device = Default::default();
+        let (a, b) = (Tensor::<B, R>::from_data(a.clone(), &device), Tensor::<B, R>::from_data(b.clone(), &device));
+        let a = if a_t { a.swap_dims(R - 2, R - 1) } else { a };
+        let b = if b_t { b.swap_dims(R - 2, R - 1) } else { b };
+        if ours {
+            data(product(a, b))
+        } else {
+            data(a.matmul(b))
+        }
+    }
+
+    /// The operands of `[batch_a or batch_b, m, k]·[.., k, n]`, stored as `run` reads them.
+    fn operands<const R: usize>(dims: [[usize; R]; 2], seed: u64) -> (TensorData, TensorData) {
+        let make = |shape: [usize; R], s| TensorData::new(values(shape.iter().product(), s, 1.0), shape);
+        (make(dims[0], seed), make(dims[1], seed + 1))
+    }
+
+    fn check<const R: usize>(name: &str, a: [usize; R], b: [usize; R], layout: (bool, bool)) {
+        let (da, db) = operands([a, b], 11);
+        let reference = run::<NdArray<f32>, R>(&da, &db, layout, false);
+        for (backend, ours) in [
+            ("wgpu", run::<burn_wgpu::Wgpu, R>(&da, &db, layout, true)),
+            ("wgpu-unfused", run::<WgpuUnfused, R>(&da, &db, layout, true)),
+        ] {
+            close(&ours, &reference, 1e-5, &format!("{backend} {name} {layout:?}"));
+        }
+    }
+
+    let _turn = super::tests::serial();
+    TEST_GPU_PRODUCTS.with(|p| p.set(Some(GpuProducts::Ours)));
+    let before = super::CALLS.load(Ordering::Relaxed);
+    let (m, k, n) = (130, 19, 137);
+    for (a_t, b_t) in [(false, false), (true, false), (false, true), (true, true)] {
+        let a = if a_t { [k, m] } else { [m, k] };
+        let b = if b_t { [n, k] } else { [k, n] };
+        check("2-d", a, b, (a_t, b_t));
+    }
+    check("batched", [3, 70, 9], [3, 9, 260], (false, false));
+    check("batched, a transposed", [3, 9, 70], [3, 9, 260], (true, false));
+    check("batched, one right-hand matrix", [3, 70, 9], [1, 9, 33], (false, false));
+    let runs = super::CALLS.load(Ordering::Relaxed) - before;
+    TEST_GPU_PRODUCTS.with(|p| p.set(None));
+    assert!(runs >= 14, "our kernel ran {runs} times for 14 products");
+}
+
+/// A linear map's value and gradients (input, weight) with our product kernel on wgpu equal
+/// Burn's products on the CPU, for both weight layouts, over 4,096 rows (so that the weight
+/// gradient runs as a batch of row slices).
+#[test]
+fn linear_map_with_our_products_on_wgpu_equals_cpu_in_values_and_gradients() {
+    use crate::fused::products::TEST_GPU_PRODUCTS;
+    use crate::fused::{linear, GpuProducts, Weight};
+
+    fn grads<B: AutodiffBackend>(layout: Weight) -> [Vec<f32>; 3] {
+        let device = Default::default();
+        let (rows, d_in, d_out) = (4096, 24, 40);
+        let w_shape = if layout == Weight::InOut { [d_in, d_out] } else { [d_out, d_in] };
+        let x = Tensor::<B, 2>::from_data(TensorData::new(values(rows * d_in, 5, 1.0), [rows, d_in]), &device)
+            .require_grad();
+        let w =
+            Tensor::<B, 2>::from_data(TensorData::new(values(d_in * d_out, 6, 0.5), w_shape), &device).require_grad();
+        let weights = Tensor::<B, 2>::from_data(TensorData::new(values(rows * d_out, 7, 1.0), [rows, d_out]), &device);
+        let y = linear(x.clone().reshape([8, rows / 8, d_in]), w.clone(), None, layout).reshape([rows, d_out]);
+        let g = (y.clone() * weights).sum().backward();
+        [data(y), data(x.grad(&g).unwrap()), data(w.grad(&g).unwrap())]
+    }
+
+    let _turn = super::tests::serial();
+    for layout in [Weight::InOut, Weight::OutIn] {
+        let reference = grads::<Autodiff<burn_ndarray::NdArray<f32>>>(layout);
+        TEST_GPU_PRODUCTS.with(|p| p.set(Some(GpuProducts::Ours)));
+        TEST_GPU_KERNELS.with(|m| m.set(Some(GpuKernels::Unfused)));
+        let before = super::CALLS.load(Ordering::Relaxed);
+        let fused = grads::<Autodiff<burn_wgpu::Wgpu>>(layout);
+        let unfused = grads::<Autodiff<WgpuUnfused>>(layout);
+        let runs = super::CALLS.load(Ordering::Relaxed) - before;
+        TEST_GPU_PRODUCTS.with(|p| p.set(None));
+        assert!(runs >= 6, "{layout:?}: our kernel ran {runs} times for 6 products");
+        for (backend, ours) in [("wgpu", fused), ("wgpu-unfused", unfused)] {
+            for (what, (o, r)) in ["value", "input gradient", "weight gradient"].iter().zip(ours.iter().zip(&reference))
+            {
+                close(o, r, 1e-4, &format!("{backend} {layout:?} {what}"));
+            }
+        }
+    }
+}

@@ -18,7 +18,7 @@ type Unfused = Autodiff<WgpuUnfused>;
 
 /// One test at a time: [`CALLS`] counts every thread's kernels (under fusion they run on the
 /// stream's thread), so a test that checks a backend ran none must run alone.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
+pub(super) fn serial() -> std::sync::MutexGuard<'static, ()> {
     static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
     TURN.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }

@@ -1,0 +1,119 @@
+//! Which kernel multiplies the linear maps' matrices on the GPU backends: Burn's (CubeCL's
+//! autotuned matmul, the default) or ours (`fused/cube/product.rs`), by the environment
+//! variable `ATTEND_GPU_MATMUL`. Every product of a linear map goes through [`product`]: the
+//! forward `x·W`, the backward's `dy·Wᵀ` and the weight gradients `xᵀ·dy` (sliced along the
+//! rows or not). Attention's per-head products stay Burn's.
+//!
+//! Ours is opt-in until a GPU has timed it against CubeCL's: on lavapipe it computes the same
+//! products (the tests in `fused/cube/product_tests.rs`), but lavapipe's speed says nothing of
+//! an H100's.
+
+use burn::tensor::backend::Backend;
+use burn::tensor::{Tensor, TensorPrimitive};
+
+use super::dispatch::{is, same, Kernels};
+use super::FusedOps;
+
+/// The setting of `ATTEND_GPU_MATMUL`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GpuProducts {
+    /// `cubecl` (the default): Burn's matmul.
+    Burn,
+    /// `attend`: our kernel, on burn-wgpu and burn-cuda, with burn-fusion or without.
+    Ours,
+}
+
+/// `ATTEND_GPU_MATMUL` read: unset, or a value [`parse_gpu_products`] takes.
+pub fn gpu_products_from_env() -> Result<GpuProducts, String> {
+    match std::env::var("ATTEND_GPU_MATMUL") {
+        Err(std::env::VarError::NotPresent) => Ok(GpuProducts::Burn),
+        Ok(value) => parse_gpu_products(&value),
+        Err(std::env::VarError::NotUnicode(_)) => {
+            Err("ATTEND_GPU_MATMUL is not UTF-8: expected cubecl (the default) or attend".to_owned())
+        }
+    }
+}
+
+/// A value of `ATTEND_GPU_MATMUL`: `cubecl` (or empty), `attend`; anything else is an error
+/// that names the variable and the values it takes.
+pub fn parse_gpu_products(value: &str) -> Result<GpuProducts, String> {
+    match value.trim() {
+        "" | "cubecl" => Ok(GpuProducts::Burn),
+        "attend" => Ok(GpuProducts::Ours),
+        other => Err(format!("ATTEND_GPU_MATMUL = {other:?}: expected cubecl (the default) or attend")),
+    }
+}
+
+/// The setting in force on this thread: the tests' choice, else the environment's, read once
+/// (a value the runner would refuse counts as `cubecl` here; `xtask` checks it before a run).
+fn setting() -> GpuProducts {
+    static ENV: std::sync::OnceLock<GpuProducts> = std::sync::OnceLock::new();
+    #[cfg(test)]
+    if let Some(setting) = TEST_GPU_PRODUCTS.with(|p| p.get()) {
+        return setting;
+    }
+    *ENV.get_or_init(|| gpu_products_from_env().unwrap_or(GpuProducts::Burn))
+}
+
+#[cfg(test)]
+thread_local! {
+    /// The tests' choice of [`GpuProducts`] on this thread (`None`: the environment's).
+    pub(crate) static TEST_GPU_PRODUCTS: std::cell::Cell<Option<GpuProducts>> = const { std::cell::Cell::new(None) };
+}
+
+/// `a·b` over the last two axes (rank 2, or rank 3 with a batch): our kernel where the setting
+/// is `attend` and `B` is a GPU backend without autodiff (the linear maps' products run inside
+/// their own autodiff step), else Burn's `matmul`.
+pub(super) fn product<B: Backend, const D: usize>(a: Tensor<B, D>, b: Tensor<B, D>) -> Tensor<B, D> {
+    fn on<B: Backend, K: FusedOps, const D: usize>(a: Tensor<B, D>, b: Tensor<B, D>) -> Tensor<B, D> {
+        let a = same::<Tensor<B, D>, Tensor<K, D>>(a).into_primitive().tensor();
+        let b = same::<Tensor<B, D>, Tensor<K, D>>(b).into_primitive().tensor();
+        same(Tensor::<K, D>::from_primitive(TensorPrimitive::Float(K::fused_product(a, b))))
+    }
+    if setting() == GpuProducts::Burn || !(D == 2 || D == 3) {
+        return a.matmul(b);
+    }
+    match Kernels::for_products::<B>() {
+        #[cfg(feature = "wgpu")]
+        Kernels::Wgpu => on::<B, burn_wgpu::Wgpu, D>(a, b),
+        #[cfg(feature = "wgpu")]
+        Kernels::WgpuUnfused => on::<B, super::dispatch::WgpuUnfused, D>(a, b),
+        #[cfg(feature = "cuda")]
+        Kernels::Cuda => on::<B, burn_cuda::Cuda, D>(a, b),
+        _ => a.matmul(b),
+    }
+}
+
+impl Kernels {
+    /// The GPU backend without autodiff that `B` is, for [`product`]; `None` for any other.
+    fn for_products<B: 'static>() -> Kernels {
+        #[cfg(feature = "wgpu")]
+        if is::<B, burn_wgpu::Wgpu>() {
+            return Kernels::Wgpu;
+        } else if is::<B, super::dispatch::WgpuUnfused>() {
+            return Kernels::WgpuUnfused;
+        }
+        #[cfg(feature = "cuda")]
+        if is::<B, burn_cuda::Cuda>() {
+            return Kernels::Cuda;
+        }
+        Kernels::None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gpu_products_setting_takes_cubecl_and_attend_and_names_the_variable_on_anything_else() {
+        assert_eq!(parse_gpu_products(""), Ok(GpuProducts::Burn));
+        assert_eq!(parse_gpu_products(" cubecl "), Ok(GpuProducts::Burn));
+        assert_eq!(parse_gpu_products("attend"), Ok(GpuProducts::Ours));
+        let error = parse_gpu_products("ours").unwrap_err();
+        assert!(
+            error.contains("ATTEND_GPU_MATMUL") && error.contains("cubecl") && error.contains("\"ours\""),
+            "{error}"
+        );
+    }
+}
