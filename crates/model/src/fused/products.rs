@@ -9,7 +9,7 @@
 //! an H100's.
 
 use burn::tensor::backend::Backend;
-use burn::tensor::{Tensor, TensorPrimitive};
+use burn::tensor::{DType, Tensor, TensorPrimitive};
 
 use super::dispatch::{is, same, Kernels};
 use super::FusedOps;
@@ -62,15 +62,16 @@ thread_local! {
 }
 
 /// `a·b` over the last two axes (rank 2, or rank 3 with a batch): our kernel where the setting
-/// is `attend` and `B` is a GPU backend without autodiff (the linear maps' products run inside
-/// their own autodiff step), else Burn's `matmul`.
+/// is `attend`, `B` is a GPU backend without autodiff (the linear maps' products run inside
+/// their own autodiff step) and both operands are `f32`, else Burn's `matmul` (half precision
+/// keeps CubeCL's products, which use the tensor cores where the backend has them; ours do not).
 pub(super) fn product<B: Backend, const D: usize>(a: Tensor<B, D>, b: Tensor<B, D>) -> Tensor<B, D> {
     fn on<B: Backend, K: FusedOps, const D: usize>(a: Tensor<B, D>, b: Tensor<B, D>) -> Tensor<B, D> {
         let a = same::<Tensor<B, D>, Tensor<K, D>>(a).into_primitive().tensor();
         let b = same::<Tensor<B, D>, Tensor<K, D>>(b).into_primitive().tensor();
         same(Tensor::<K, D>::from_primitive(TensorPrimitive::Float(K::fused_product(a, b))))
     }
-    if setting() == GpuProducts::Burn || !(D == 2 || D == 3) {
+    if setting() == GpuProducts::Burn || !(D == 2 || D == 3) || a.dtype() != DType::F32 || b.dtype() != DType::F32 {
         return a.matmul(b);
     }
     match Kernels::for_products::<B>() {
