@@ -5,12 +5,15 @@
 # writes its metrics under $OUT and one JSON line per figure to $OUT/summary.jsonl.
 #
 #   XTASK=./xtask DATA_DIR=../shared/data PEER=../shared/bench/peers/nanogpt_gpu_bench.py \
-#     OUT=/tmp/gpu scripts/gpu_measure.sh kernels|overhead|precision|peer|growth|trace|profile|all
+#     OUT=/tmp/gpu scripts/gpu_measure.sh kernels|overhead|products|precision|peer|growth|trace|profile|all
 #
 # - kernels:   nanoGPT's GPU configuration (configs/lm-shakespeare-gpu.toml) on wgpu and
 #              wgpu-unfused (and cuda, if the runner has it) with ATTEND_GPU_KERNELS = auto,
 #              all, off: tokens/s of the logged intervals after the first $WARM steps.
 # - overhead:  `bench train --backend wgpu`: the fixed per-step overhead t(1) − (t(8) − t(1))/7.
+# - products:  `bench products --backend wgpu`: the linear maps' products of nanoGPT's GPU
+#              configuration with CubeCL's kernel and ours (ATTEND_GPU_MATMUL), ms and TFLOP/s.
+#              Not part of `all`.
 # - precision: the same configuration in f16 on wgpu (and bf16 on cuda), against f32.
 # - peer:      PyTorch on the same GPU: fp32, tf32, bf16 autocast (nanogpt_gpu_bench.py).
 # - growth:    the issue's slow-down: GROWTH_STEPS (default 300) steps at batch 16, logging every
@@ -80,6 +83,11 @@ fi
 if [[ $part == overhead || $part == all ]]; then
   "$XTASK" bench train --backend wgpu --reps "${REPS:-1}" --no-peers 2>"$OUT/${TAG:+$TAG-}overhead.err" |
     sed "s/^{/{\"tag\":\"${TAG:+$TAG-}overhead\",/" | tee -a "$OUT/summary.jsonl"
+fi
+
+if [[ $part == products ]]; then
+  "$XTASK" bench products --backend wgpu --reps "${REPS:-1}" 2>"$OUT/${TAG:+$TAG-}products.err" |
+    sed "s/^{/{\"tag\":\"${TAG:+$TAG-}products\",/" | tee -a "$OUT/summary.jsonl"
 fi
 
 if [[ $part == precision || $part == all ]]; then

@@ -37,6 +37,7 @@ pub mod parallel;
 pub mod pictures;
 pub mod plot;
 pub mod precision;
+pub mod product_bench;
 pub mod rng;
 pub mod run;
 pub mod schedule;

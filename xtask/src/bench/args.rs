@@ -33,6 +33,10 @@ pub struct BenchArgs {
     /// CPU, then the fixed per-step overhead; others: the overhead).
     #[arg(long, value_enum, default_value_t = Backend::Ndarray)]
     pub backend: Backend,
+    /// Positions (`batch·len`) of `bench products`' matrices; nanoGPT's GPU configuration has
+    /// 16,384 (64 sequences of 256).
+    #[arg(long, default_value_t = 16384)]
+    pub rows: usize,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -42,5 +46,8 @@ pub enum Which {
     Train,
     /// `train --devices 2` beside one device, and the all-reduces' cost per step.
     Parallel,
+    /// The linear maps' matrix products of nanoGPT's GPU configuration, with CubeCL's kernel
+    /// and ours (`ATTEND_GPU_MATMUL`), on `--backend` (not part of `all`).
+    Products,
     All,
 }

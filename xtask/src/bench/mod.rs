@@ -1,4 +1,4 @@
-//! `cargo xtask bench [bpe|bleu|train|parallel|all]`: end-to-end figures of ours beside the peers', measured in
+//! `cargo xtask bench [bpe|bleu|train|parallel|products|all]`: end-to-end figures of ours beside the peers', measured in
 //! the same run on the same input (docs/benchmarks.md, Targets). One JSON line per figure on
 //! stdout; progress on stderr.
 //!
@@ -13,6 +13,7 @@ mod ours;
 mod overhead;
 mod parallel;
 mod peers;
+mod products;
 mod train;
 
 use anyhow::Result;
@@ -30,6 +31,9 @@ pub fn run(args: BenchArgs) -> Result<()> {
     }
     if matches!(args.which, Which::Parallel | Which::All) {
         parallel::bench_parallel(&args)?;
+    }
+    if args.which == Which::Products {
+        products::bench_products(&args)?;
     }
     if matches!(args.which, Which::Train | Which::All) {
         let torch = args.torch_python.clone().unwrap_or_else(|| args.python.clone());

@@ -294,7 +294,9 @@ use dispatch::{is, on_kernels, same};
 pub use embedding::embedding;
 pub use linear::{linear, Weight};
 pub use norm::squared_norm;
-pub use products::{gpu_products_from_env, parse_gpu_products, GpuProducts};
+pub use products::{
+    gpu_products_from_env, linear_product, parse_gpu_products, with_gpu_products, GpuProducts, LinearProduct,
+};
 pub use reshape::reshape;
 pub use unary::{gelu, softmax_last};
 #[cfg(test)]

@@ -9,9 +9,12 @@
 //! an H100's.
 
 use burn::tensor::backend::Backend;
-use burn::tensor::{DType, Tensor, TensorPrimitive};
+use burn::tensor::{DType, Tensor};
 
-use super::dispatch::{is, same, Kernels};
+use super::dispatch::Kernels;
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+use super::dispatch::{is, same};
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
 use super::FusedOps;
 
 /// The setting of `ATTEND_GPU_MATMUL`.
@@ -44,21 +47,91 @@ pub fn parse_gpu_products(value: &str) -> Result<GpuProducts, String> {
     }
 }
 
-/// The setting in force on this thread: the tests' choice, else the environment's, read once
-/// (a value the runner would refuse counts as `cubecl` here; `xtask` checks it before a run).
+/// The setting in force on this thread: [`with_gpu_products`]'s (or the tests') choice, else
+/// the environment's, read once (a value the runner would refuse counts as `cubecl` here;
+/// `xtask` checks it before a run).
 fn setting() -> GpuProducts {
     static ENV: std::sync::OnceLock<GpuProducts> = std::sync::OnceLock::new();
-    #[cfg(test)]
-    if let Some(setting) = TEST_GPU_PRODUCTS.with(|p| p.get()) {
+    if let Some(setting) = CHOICE.with(|p| p.get()) {
         return setting;
     }
     *ENV.get_or_init(|| gpu_products_from_env().unwrap_or(GpuProducts::Burn))
 }
 
-#[cfg(test)]
 thread_local! {
-    /// The tests' choice of [`GpuProducts`] on this thread (`None`: the environment's).
-    pub(crate) static TEST_GPU_PRODUCTS: std::cell::Cell<Option<GpuProducts>> = const { std::cell::Cell::new(None) };
+    /// The choice of [`GpuProducts`] on this thread (`None`: the environment's): set by
+    /// [`with_gpu_products`], and by the tests.
+    pub(crate) static CHOICE: std::cell::Cell<Option<GpuProducts>> = const { std::cell::Cell::new(None) };
+}
+
+/// Runs `work` with `choice` in force on this thread, whatever `ATTEND_GPU_MATMUL` says (the
+/// product benchmark times both kernels in one process); the thread's setting before is
+/// restored after.
+pub fn with_gpu_products<T>(choice: GpuProducts, work: impl FnOnce() -> T) -> T {
+    let before = CHOICE.with(|p| p.replace(Some(choice)));
+    let out = work();
+    CHOICE.with(|p| p.set(before));
+    out
+}
+
+/// One of the three products of a linear map `x·W` (`x`: `[rows, d_in]`, `W`: `[d_in, d_out]`)
+/// and its backward as the composed form runs them, and the weight gradient in one product,
+/// unsliced (what the sliced form replaces), for the product benchmark.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinearProduct {
+    /// `y = x·W`.
+    Forward,
+    /// `dx = dy·Wᵀ` (`W` read transposed through its strides).
+    InputGradient,
+    /// `dW = xᵀ·dy`, the rows cut into slices as the composed backward cuts them.
+    WeightGradient,
+    /// `dW = xᵀ·dy` as one product.
+    WeightGradientWhole,
+}
+
+impl LinearProduct {
+    pub const ALL: [LinearProduct; 4] = [
+        LinearProduct::Forward,
+        LinearProduct::InputGradient,
+        LinearProduct::WeightGradient,
+        LinearProduct::WeightGradientWhole,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            LinearProduct::Forward => "forward x·W",
+            LinearProduct::InputGradient => "dx = dy·Wᵀ",
+            LinearProduct::WeightGradient => "dW = xᵀ·dy (row slices)",
+            LinearProduct::WeightGradientWhole => "dW = xᵀ·dy (one product)",
+        }
+    }
+
+    /// `[m, k, n]` of the product (`2·m·k·n` operations) for a map `d_in → d_out` over `rows`.
+    pub fn dims(self, rows: usize, d_in: usize, d_out: usize) -> [usize; 3] {
+        match self {
+            LinearProduct::Forward => [rows, d_in, d_out],
+            LinearProduct::InputGradient => [rows, d_out, d_in],
+            LinearProduct::WeightGradient | LinearProduct::WeightGradientWhole => [d_in, rows, d_out],
+        }
+    }
+}
+
+/// The product `kind` of `x` (`[rows, d_in]`), `w` (`[d_in, d_out]`) and `dy` (`[rows, d_out]`)
+/// with `choice`'s kernel, as [`super::linear`]'s composed form runs it on a backend without
+/// autodiff.
+pub fn linear_product<B: Backend>(
+    kind: LinearProduct,
+    choice: GpuProducts,
+    x: Tensor<B, 2>,
+    w: Tensor<B, 2>,
+    dy: Tensor<B, 2>,
+) -> Tensor<B, 2> {
+    with_gpu_products(choice, || match kind {
+        LinearProduct::Forward => product(x, w),
+        LinearProduct::InputGradient => product(dy, w.transpose()),
+        LinearProduct::WeightGradient => super::linear::rows_product(x, dy),
+        LinearProduct::WeightGradientWhole => product(x.transpose(), dy),
+    })
 }
 
 /// `a·b` over the last two axes (rank 2, or rank 3 with a batch): our kernel where the setting
@@ -66,10 +139,11 @@ thread_local! {
 /// their own autodiff step) and both operands are `f32`, else Burn's `matmul` (half precision
 /// keeps CubeCL's products, which use the tensor cores where the backend has them; ours do not).
 pub(super) fn product<B: Backend, const D: usize>(a: Tensor<B, D>, b: Tensor<B, D>) -> Tensor<B, D> {
+    #[cfg(any(feature = "wgpu", feature = "cuda"))]
     fn on<B: Backend, K: FusedOps, const D: usize>(a: Tensor<B, D>, b: Tensor<B, D>) -> Tensor<B, D> {
         let a = same::<Tensor<B, D>, Tensor<K, D>>(a).into_primitive().tensor();
         let b = same::<Tensor<B, D>, Tensor<K, D>>(b).into_primitive().tensor();
-        same(Tensor::<K, D>::from_primitive(TensorPrimitive::Float(K::fused_product(a, b))))
+        same(Tensor::<K, D>::from_primitive(burn::tensor::TensorPrimitive::Float(K::fused_product(a, b))))
     }
     if setting() == GpuProducts::Burn || !(D == 2 || D == 3) || a.dtype() != DType::F32 || b.dtype() != DType::F32 {
         return a.matmul(b);
@@ -87,6 +161,7 @@ pub(super) fn product<B: Backend, const D: usize>(a: Tensor<B, D>, b: Tensor<B, 
 
 impl Kernels {
     /// The GPU backend without autodiff that `B` is, for [`product`]; `None` for any other.
+    #[cfg_attr(not(any(feature = "wgpu", feature = "cuda")), allow(clippy::extra_unused_type_parameters))]
     fn for_products<B: 'static>() -> Kernels {
         #[cfg(feature = "wgpu")]
         if is::<B, burn_wgpu::Wgpu>() {
@@ -105,6 +180,16 @@ impl Kernels {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn with_gpu_products_sets_the_choice_for_its_work_and_restores_the_one_before() {
+        let initial = setting();
+        let inner = with_gpu_products(GpuProducts::Ours, || {
+            (setting(), with_gpu_products(GpuProducts::Burn, setting), setting())
+        });
+        assert_eq!(inner, (GpuProducts::Ours, GpuProducts::Burn, GpuProducts::Ours));
+        assert_eq!(setting(), initial);
+    }
 
     #[test]
     fn gpu_products_setting_takes_cubecl_and_attend_and_names_the_variable_on_anything_else() {

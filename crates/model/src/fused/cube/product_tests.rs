@@ -116,7 +116,7 @@ fn merged_projections_on_wgpu_equal_three_products_on_cpu() {
 /// batch, and a batch sharing one right-hand matrix.
 #[test]
 fn our_product_kernel_on_wgpu_equals_cpu_products_for_every_layout_and_ragged_shape() {
-    use crate::fused::products::{product, TEST_GPU_PRODUCTS};
+    use crate::fused::products::{product, CHOICE};
     use crate::fused::GpuProducts;
     use burn::tensor::backend::Backend;
     use burn_ndarray::NdArray;
@@ -158,7 +158,7 @@ fn our_product_kernel_on_wgpu_equals_cpu_products_for_every_layout_and_ragged_sh
     }
 
     let _turn = super::tests::serial();
-    TEST_GPU_PRODUCTS.with(|p| p.set(Some(GpuProducts::Ours)));
+    CHOICE.with(|p| p.set(Some(GpuProducts::Ours)));
     let before = super::CALLS.load(Ordering::Relaxed);
     let (m, k, n) = (130, 19, 137);
     for (a_t, b_t) in [(false, false), (true, false), (false, true), (true, true)] {
@@ -170,7 +170,7 @@ fn our_product_kernel_on_wgpu_equals_cpu_products_for_every_layout_and_ragged_sh
     check("batched, a transposed", [3, 9, 70], [3, 9, 260], (true, false));
     check("batched, one right-hand matrix", [3, 70, 9], [1, 9, 33], (false, false));
     let runs = super::CALLS.load(Ordering::Relaxed) - before;
-    TEST_GPU_PRODUCTS.with(|p| p.set(None));
+    CHOICE.with(|p| p.set(None));
     assert!(runs >= 14, "our kernel ran {runs} times for 14 products");
 }
 
@@ -179,7 +179,7 @@ fn our_product_kernel_on_wgpu_equals_cpu_products_for_every_layout_and_ragged_sh
 /// gradient runs as a batch of row slices).
 #[test]
 fn linear_map_with_our_products_on_wgpu_equals_cpu_in_values_and_gradients() {
-    use crate::fused::products::TEST_GPU_PRODUCTS;
+    use crate::fused::products::CHOICE;
     use crate::fused::{linear, GpuProducts, Weight};
 
     fn grads<B: AutodiffBackend>(layout: Weight) -> [Vec<f32>; 3] {
@@ -199,13 +199,13 @@ fn linear_map_with_our_products_on_wgpu_equals_cpu_in_values_and_gradients() {
     let _turn = super::tests::serial();
     for layout in [Weight::InOut, Weight::OutIn] {
         let reference = grads::<Autodiff<burn_ndarray::NdArray<f32>>>(layout);
-        TEST_GPU_PRODUCTS.with(|p| p.set(Some(GpuProducts::Ours)));
+        CHOICE.with(|p| p.set(Some(GpuProducts::Ours)));
         TEST_GPU_KERNELS.with(|m| m.set(Some(GpuKernels::Unfused)));
         let before = super::CALLS.load(Ordering::Relaxed);
         let fused = grads::<Autodiff<burn_wgpu::Wgpu>>(layout);
         let unfused = grads::<Autodiff<WgpuUnfused>>(layout);
         let runs = super::CALLS.load(Ordering::Relaxed) - before;
-        TEST_GPU_PRODUCTS.with(|p| p.set(None));
+        CHOICE.with(|p| p.set(None));
         assert!(runs >= 6, "{layout:?}: our kernel ran {runs} times for 6 products");
         for (backend, ours) in [("wgpu", fused), ("wgpu-unfused", unfused)] {
             for (what, (o, r)) in ["value", "input gradient", "weight gradient"].iter().zip(ours.iter().zip(&reference))
