@@ -148,6 +148,13 @@ pub(super) fn product<B: Backend, const D: usize>(a: Tensor<B, D>, b: Tensor<B, 
     if setting() == GpuProducts::Burn || !(D == 2 || D == 3) || a.dtype() != DType::F32 || b.dtype() != DType::F32 {
         return a.matmul(b);
     }
+    // The kernel's grid: a cube per 128 columns, per 128 rows, and per matrix along its three
+    // axes, each at most 65,535 (Vulkan's guaranteed minimum).
+    let (rows, cols) = (a.dims()[D - 2], b.dims()[D - 1]);
+    let batch = if D == 3 { a.dims()[0].max(b.dims()[0]) } else { 1 };
+    if rows.div_ceil(128) > 65_535 || cols.div_ceil(128) > 65_535 || batch > 65_535 {
+        return a.matmul(b);
+    }
     match Kernels::for_products::<B>() {
         #[cfg(feature = "wgpu")]
         Kernels::Wgpu => on::<B, burn_wgpu::Wgpu, D>(a, b),
