@@ -39,6 +39,7 @@ pub mod decoder;
 pub mod decoder_only;
 pub mod embedding;
 pub mod encoder;
+mod env_switch;
 pub mod feed_forward;
 pub mod fused;
 pub mod gelu;

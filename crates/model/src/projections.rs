@@ -27,26 +27,24 @@ pub enum Projections {
     Separate,
 }
 
+/// The values `ATTEND_QKV` takes, for its errors.
+const EXPECTED: &str = "auto (the default), merged or separate";
+
 /// `ATTEND_QKV` read: unset, or a value [`parse_projections`] takes.
 pub fn projections_from_env() -> Result<Projections, String> {
-    match std::env::var("ATTEND_QKV") {
-        Err(std::env::VarError::NotPresent) => Ok(Projections::Auto),
-        Ok(value) => parse_projections(&value),
-        Err(std::env::VarError::NotUnicode(_)) => {
-            Err("ATTEND_QKV is not UTF-8: expected auto (the default), merged or separate".to_owned())
-        }
-    }
+    crate::env_switch::read("ATTEND_QKV", Projections::Auto, EXPECTED, parse_projections)
 }
 
 /// A value of `ATTEND_QKV`: `auto` (or empty), `merged`, `separate`; anything else is an error
 /// that names the variable and the values it takes.
 pub fn parse_projections(value: &str) -> Result<Projections, String> {
-    match value.trim() {
-        "" | "auto" => Ok(Projections::Auto),
-        "merged" => Ok(Projections::Merged),
-        "separate" => Ok(Projections::Separate),
-        other => Err(format!("ATTEND_QKV = {other:?}: expected auto (the default), merged or separate")),
-    }
+    let choices = [
+        ("", Projections::Auto),
+        ("auto", Projections::Auto),
+        ("merged", Projections::Merged),
+        ("separate", Projections::Separate),
+    ];
+    crate::env_switch::parse("ATTEND_QKV", value, &choices, EXPECTED)
 }
 
 /// Positions (`batch·len`) below which `auto` keeps three products: there the weight

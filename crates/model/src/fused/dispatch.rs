@@ -156,27 +156,25 @@ pub enum GpuKernels {
     Attention,
 }
 
+/// The values `ATTEND_GPU_KERNELS` takes, for its errors.
+const EXPECTED: &str = "auto (the default), all, attention or off";
+
 /// `ATTEND_GPU_KERNELS` read: unset, or a value [`parse_gpu_kernels`] takes.
 pub fn gpu_kernels_from_env() -> Result<GpuKernels, String> {
-    match std::env::var("ATTEND_GPU_KERNELS") {
-        Err(std::env::VarError::NotPresent) => Ok(GpuKernels::Unfused),
-        Ok(value) => parse_gpu_kernels(&value),
-        Err(std::env::VarError::NotUnicode(_)) => {
-            Err("ATTEND_GPU_KERNELS is not UTF-8: expected auto (the default), all, attention or off".to_owned())
-        }
-    }
+    crate::env_switch::read("ATTEND_GPU_KERNELS", GpuKernels::Unfused, EXPECTED, parse_gpu_kernels)
 }
 
 /// A value of `ATTEND_GPU_KERNELS`: `auto` (or empty), `all`, `attention`, `off`; anything else is an error
 /// that names the variable and the values it takes.
 pub fn parse_gpu_kernels(value: &str) -> Result<GpuKernels, String> {
-    match value.trim() {
-        "" | "auto" => Ok(GpuKernels::Unfused),
-        "all" => Ok(GpuKernels::All),
-        "off" => Ok(GpuKernels::Off),
-        "attention" => Ok(GpuKernels::Attention),
-        other => Err(format!("ATTEND_GPU_KERNELS = {other:?}: expected auto (the default), all, attention or off")),
-    }
+    let choices = [
+        ("", GpuKernels::Unfused),
+        ("auto", GpuKernels::Unfused),
+        ("all", GpuKernels::All),
+        ("off", GpuKernels::Off),
+        ("attention", GpuKernels::Attention),
+    ];
+    crate::env_switch::parse("ATTEND_GPU_KERNELS", value, &choices, EXPECTED)
 }
 
 /// The setting in force on this thread: the tests' choice, else the environment's, read once

@@ -26,25 +26,19 @@ pub enum GpuProducts {
     Ours,
 }
 
+/// The values `ATTEND_GPU_MATMUL` takes, for its errors.
+const EXPECTED: &str = "cubecl (the default) or attend";
+
 /// `ATTEND_GPU_MATMUL` read: unset, or a value [`parse_gpu_products`] takes.
 pub fn gpu_products_from_env() -> Result<GpuProducts, String> {
-    match std::env::var("ATTEND_GPU_MATMUL") {
-        Err(std::env::VarError::NotPresent) => Ok(GpuProducts::Burn),
-        Ok(value) => parse_gpu_products(&value),
-        Err(std::env::VarError::NotUnicode(_)) => {
-            Err("ATTEND_GPU_MATMUL is not UTF-8: expected cubecl (the default) or attend".to_owned())
-        }
-    }
+    crate::env_switch::read("ATTEND_GPU_MATMUL", GpuProducts::Burn, EXPECTED, parse_gpu_products)
 }
 
 /// A value of `ATTEND_GPU_MATMUL`: `cubecl` (or empty), `attend`; anything else is an error
 /// that names the variable and the values it takes.
 pub fn parse_gpu_products(value: &str) -> Result<GpuProducts, String> {
-    match value.trim() {
-        "" | "cubecl" => Ok(GpuProducts::Burn),
-        "attend" => Ok(GpuProducts::Ours),
-        other => Err(format!("ATTEND_GPU_MATMUL = {other:?}: expected cubecl (the default) or attend")),
-    }
+    let choices = [("", GpuProducts::Burn), ("cubecl", GpuProducts::Burn), ("attend", GpuProducts::Ours)];
+    crate::env_switch::parse("ATTEND_GPU_MATMUL", value, &choices, EXPECTED)
 }
 
 /// The setting in force on this thread: [`with_gpu_products`]'s (or the tests') choice, else

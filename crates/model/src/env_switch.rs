@@ -1,0 +1,28 @@
+//! The model's switches read from the environment (`ATTEND_GPU_KERNELS`, `ATTEND_GPU_MATMUL`,
+//! `ATTEND_QKV`): each a few spellings, unset or empty meaning the default; anything else is
+//! an error that names the variable and the values it takes.
+
+/// `value` (trimmed) looked up among `choices`' spellings; an error naming `name` and
+/// `expected` where none matches.
+pub(crate) fn parse<T: Copy>(name: &str, value: &str, choices: &[(&str, T)], expected: &str) -> Result<T, String> {
+    let value = value.trim();
+    match choices.iter().find(|(spelling, _)| *spelling == value) {
+        Some(&(_, choice)) => Ok(choice),
+        None => Err(format!("{name} = {value:?}: expected {expected}")),
+    }
+}
+
+/// The variable `name` read and given to `parse`; `default` where it is unset, an error naming
+/// it and `expected` where it is not UTF-8.
+pub(crate) fn read<T>(
+    name: &str,
+    default: T,
+    expected: &str,
+    parse: impl FnOnce(&str) -> Result<T, String>,
+) -> Result<T, String> {
+    match std::env::var(name) {
+        Err(std::env::VarError::NotPresent) => Ok(default),
+        Ok(value) => parse(&value),
+        Err(std::env::VarError::NotUnicode(_)) => Err(format!("{name} is not UTF-8: expected {expected}")),
+    }
+}
