@@ -22,7 +22,7 @@ use burn::tensor::backend::Backend;
 use burn::tensor::ops::{FloatTensor, IntTensor};
 use burn::tensor::{FloatDType, Int, Tensor, TensorMetadata, TensorPrimitive};
 
-use super::linear::rows_product;
+use super::products::rows_product;
 use super::{as_rank, on_kernels, same, FusedOps};
 
 /// The most elements of one chunk of the one-hot matrix (64 MB in f32).

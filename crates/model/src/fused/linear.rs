@@ -13,10 +13,10 @@ use core::mem::MaybeUninit;
 
 use burn::tensor::backend::Backend;
 use burn::tensor::ops::FloatTensor;
-use burn::tensor::{DType, FloatDType, Tensor, TensorData, TensorPrimitive};
+use burn::tensor::{Tensor, TensorData, TensorPrimitive};
 use burn_ndarray::{NdArray, NdArrayTensor};
 
-use super::products;
+use super::products::{self, rows_product};
 use super::unwritten::{assume_init, assume_init_mut, uninit};
 
 /// How the weight is stored.
@@ -56,57 +56,6 @@ pub(super) fn composed_backward<B: Backend>(
         Weight::InOut => (products::product(grad.clone(), w.transpose()), rows_product(x, grad), db),
         Weight::OutIn => (products::product(grad.clone(), w), rows_product(grad, x), db),
     }
-}
-
-/// Rows per slice below which [`rows_product`] splits the sum no further.
-const MIN_SLICE_ROWS: usize = 512;
-/// Rows below which [`rows_product`] does not split at all (a small step gains nothing, and
-/// each split hands burn-fusion four more operations).
-const MIN_SPLIT_ROWS: usize = 4096;
-/// Elements of the partial products [`rows_product`] aims at: enough output tiles to keep a
-/// large GPU busy (a `[16384, 384]` product of 6.3M outputs filled an H200).
-const SLICE_TARGET: usize = 1 << 22;
-
-/// `aᵀ·b` (`[p, q]`) for `a`: `[n, p]`, `b`: `[n, q]`: a sum over the `n` rows, as every
-/// weight's gradient is. With many rows and a small output (a weight gradient over a batch's
-/// 16,384 positions; the tied embedding's over the vocabulary) one product leaves most of a
-/// GPU idle: CubeCL gives each tile of the `p × q` output to one unit, which walks all `n`
-/// rows in turn, so on an H200 the time grew with `n` alone (2.0 ms for `384 × 384` and for
-/// `1536 × 384` alike, 2.6 ms for the `65 × 384` embedding, at `n` = 16,384: 2-10 TFLOP/s,
-/// where the forward's products ran at 12-17). So the rows are cut into `S` slices
-/// ([`row_slices`]), the `S` products run as one batched product, and their sum is a
-/// reduction: `aᵀ·b = Σ_s a_sᵀ·b_s`.
-pub(super) fn rows_product<B: Backend>(a: Tensor<B, 2>, b: Tensor<B, 2>) -> Tensor<B, 2> {
-    let ([n, p], q) = (a.dims(), b.dims()[1]);
-    let slices = row_slices(n, p * q);
-    if slices == 1 {
-        return products::product(a.transpose(), b);
-    }
-    let (a, b) = (a.reshape([slices, n / slices, p]), b.reshape([slices, n / slices, q]));
-    let partials = products::product(a.swap_dims(1, 2), b);
-    // Half-precision partials are added in f32, as one product's accumulator would add them.
-    let dtype = partials.dtype();
-    let sum = if dtype == DType::F32 {
-        partials.sum_dim(0)
-    } else {
-        partials.cast(FloatDType::F32).sum_dim(0).cast(FloatDType::from(dtype))
-    };
-    sum.reshape([p, q])
-}
-
-/// How many slices [`rows_product`] cuts `n` rows into for an output of `outputs` elements:
-/// the smallest power of two whose partial products reach [`SLICE_TARGET`] elements, as long
-/// as each slice keeps [`MIN_SLICE_ROWS`] rows and the slices are equal (1: no split, also
-/// below [`MIN_SPLIT_ROWS`] rows).
-pub(super) fn row_slices(n: usize, outputs: usize) -> usize {
-    if n < MIN_SPLIT_ROWS {
-        return 1;
-    }
-    let mut slices = 1;
-    while slices * outputs < SLICE_TARGET && n.is_multiple_of(2 * slices) && n / (2 * slices) >= MIN_SLICE_ROWS {
-        slices *= 2;
-    }
-    slices
 }
 
 type F = FloatTensor<NdArray<f32>>;
@@ -363,37 +312,4 @@ pub fn linear<B: Backend, const D: usize>(
     super::on_kernels!(B, K => on::<B, K, D>(x, w, b, layout), _ => {
         super::on_kernels!(tracked B, K => on::<B, K, D>(x, w, b, layout), _ => over_rows(x, w, b))
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use burn::tensor::{Distribution, Tensor, Tolerance};
-    use burn_ndarray::NdArray;
-
-    use super::{row_slices, rows_product};
-
-    #[test]
-    fn row_slices_fill_the_target_with_slices_of_at_least_512_rows() {
-        // nanoGPT's GPU step: 16,384 rows; the attention maps, the MLP's, the tied embedding.
-        assert_eq!(row_slices(16_384, 384 * 384), 32);
-        assert_eq!(row_slices(16_384, 1536 * 384), 8);
-        assert_eq!(row_slices(16_384, 65 * 384), 32);
-        // Few rows, or an output that fills the GPU alone, or rows that do not halve: no split.
-        assert_eq!(row_slices(4096, 64 * 64), 8);
-        assert_eq!(row_slices(2048, 64 * 64), 1);
-        assert_eq!(row_slices(16_384, 4096 * 1024), 1);
-        assert_eq!(row_slices(16_383, 384 * 384), 1);
-    }
-
-    #[test]
-    fn sliced_row_product_equals_one_product() {
-        type B = NdArray<f32>;
-        let device = Default::default();
-        let a = Tensor::<B, 2>::random([4096, 6], Distribution::Normal(0.0, 1.0), &device);
-        let b = Tensor::<B, 2>::random([4096, 5], Distribution::Normal(0.0, 1.0), &device);
-        assert_eq!(row_slices(4096, 30), 8, "the case below is split");
-        let sliced = rows_product(a.clone(), b.clone());
-        assert_eq!(sliced.dims(), [6, 5]);
-        sliced.into_data().assert_approx_eq::<f32>(&a.transpose().matmul(b).into_data(), Tolerance::absolute(1e-3));
-    }
 }

@@ -1,15 +1,15 @@
 //! Which kernel multiplies the linear maps' matrices on the GPU backends: Burn's (CubeCL's
 //! autotuned matmul, the default) or ours (`fused/cube/product.rs`), by the environment
 //! variable `ATTEND_GPU_MATMUL`. Every product of a linear map goes through [`product`]: the
-//! forward `x·W`, the backward's `dy·Wᵀ` and the weight gradients `xᵀ·dy` (sliced along the
-//! rows or not). Attention's per-head products stay Burn's.
+//! forward `x·W`, the backward's `dy·Wᵀ` and the weight gradients `xᵀ·dy`, cut into slices of
+//! rows where they sum over many ([`rows_product`]). Attention's per-head products stay Burn's.
 //!
 //! Ours is opt-in until a GPU has timed it against CubeCL's: on lavapipe it computes the same
 //! products (the tests in `fused/cube/product_tests.rs`), but lavapipe's speed says nothing of
 //! an H100's.
 
 use burn::tensor::backend::Backend;
-use burn::tensor::{DType, Tensor};
+use burn::tensor::{DType, FloatDType, Tensor};
 
 use super::dispatch::Kernels;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
@@ -123,7 +123,7 @@ pub fn linear_product<B: Backend>(
     with_gpu_products(choice, || match kind {
         LinearProduct::Forward => product(x, w),
         LinearProduct::InputGradient => product(dy, w.transpose()),
-        LinearProduct::WeightGradient => super::linear::rows_product(x, dy),
+        LinearProduct::WeightGradient => rows_product(x, dy),
         LinearProduct::WeightGradientWhole => product(x.transpose(), dy),
     })
 }
@@ -158,6 +158,57 @@ pub(super) fn product<B: Backend, const D: usize>(a: Tensor<B, D>, b: Tensor<B, 
         Kernels::Cuda => on::<B, burn_cuda::Cuda, D>(a, b),
         _ => a.matmul(b),
     }
+}
+
+/// Rows per slice below which [`rows_product`] splits the sum no further.
+const MIN_SLICE_ROWS: usize = 512;
+/// Rows below which [`rows_product`] does not split at all (a small step gains nothing, and
+/// each split hands burn-fusion four more operations).
+const MIN_SPLIT_ROWS: usize = 4096;
+/// Elements of the partial products [`rows_product`] aims at: enough output tiles to keep a
+/// large GPU busy (a `[16384, 384]` product of 6.3M outputs filled an H200).
+const SLICE_TARGET: usize = 1 << 22;
+
+/// `aᵀ·b` (`[p, q]`) for `a`: `[n, p]`, `b`: `[n, q]`: a sum over the `n` rows, as every
+/// weight's gradient is. With many rows and a small output (a weight gradient over a batch's
+/// 16,384 positions; the tied embedding's over the vocabulary) one product leaves most of a
+/// GPU idle: CubeCL gives each tile of the `p × q` output to one unit, which walks all `n`
+/// rows in turn, so on an H200 the time grew with `n` alone (2.0 ms for `384 × 384` and for
+/// `1536 × 384` alike, 2.6 ms for the `65 × 384` embedding, at `n` = 16,384: 2-10 TFLOP/s,
+/// where the forward's products ran at 12-17). So the rows are cut into `S` slices
+/// ([`row_slices`]), the `S` products run as one batched product, and their sum is a
+/// reduction: `aᵀ·b = Σ_s a_sᵀ·b_s`.
+pub(super) fn rows_product<B: Backend>(a: Tensor<B, 2>, b: Tensor<B, 2>) -> Tensor<B, 2> {
+    let ([n, p], q) = (a.dims(), b.dims()[1]);
+    let slices = row_slices(n, p * q);
+    if slices == 1 {
+        return product(a.transpose(), b);
+    }
+    let (a, b) = (a.reshape([slices, n / slices, p]), b.reshape([slices, n / slices, q]));
+    let partials = product(a.swap_dims(1, 2), b);
+    // Half-precision partials are added in f32, as one product's accumulator would add them.
+    let dtype = partials.dtype();
+    let sum = if dtype == DType::F32 {
+        partials.sum_dim(0)
+    } else {
+        partials.cast(FloatDType::F32).sum_dim(0).cast(FloatDType::from(dtype))
+    };
+    sum.reshape([p, q])
+}
+
+/// How many slices [`rows_product`] cuts `n` rows into for an output of `outputs` elements:
+/// the smallest power of two whose partial products reach [`SLICE_TARGET`] elements, as long
+/// as each slice keeps [`MIN_SLICE_ROWS`] rows and the slices are equal (1: no split, also
+/// below [`MIN_SPLIT_ROWS`] rows).
+pub(super) fn row_slices(n: usize, outputs: usize) -> usize {
+    if n < MIN_SPLIT_ROWS {
+        return 1;
+    }
+    let mut slices = 1;
+    while slices * outputs < SLICE_TARGET && n.is_multiple_of(2 * slices) && n / (2 * slices) >= MIN_SLICE_ROWS {
+        slices *= 2;
+    }
+    slices
 }
 
 impl Kernels {
@@ -202,5 +253,33 @@ mod tests {
             error.contains("ATTEND_GPU_MATMUL") && error.contains("cubecl") && error.contains("\"ours\""),
             "{error}"
         );
+    }
+
+    use burn::tensor::{Distribution, Tolerance};
+    use burn_ndarray::NdArray;
+
+    #[test]
+    fn row_slices_fill_the_target_with_slices_of_at_least_512_rows() {
+        // nanoGPT's GPU step: 16,384 rows; the attention maps, the MLP's, the tied embedding.
+        assert_eq!(row_slices(16_384, 384 * 384), 32);
+        assert_eq!(row_slices(16_384, 1536 * 384), 8);
+        assert_eq!(row_slices(16_384, 65 * 384), 32);
+        // Few rows, or an output that fills the GPU alone, or rows that do not halve: no split.
+        assert_eq!(row_slices(4096, 64 * 64), 8);
+        assert_eq!(row_slices(2048, 64 * 64), 1);
+        assert_eq!(row_slices(16_384, 4096 * 1024), 1);
+        assert_eq!(row_slices(16_383, 384 * 384), 1);
+    }
+
+    #[test]
+    fn sliced_row_product_equals_one_product() {
+        type B = NdArray<f32>;
+        let device = Default::default();
+        let a = Tensor::<B, 2>::random([4096, 6], Distribution::Normal(0.0, 1.0), &device);
+        let b = Tensor::<B, 2>::random([4096, 5], Distribution::Normal(0.0, 1.0), &device);
+        assert_eq!(row_slices(4096, 30), 8, "the case below is split");
+        let sliced = rows_product(a.clone(), b.clone());
+        assert_eq!(sliced.dims(), [6, 5]);
+        sliced.into_data().assert_approx_eq::<f32>(&a.transpose().matmul(b).into_data(), Tolerance::absolute(1e-3));
     }
 }

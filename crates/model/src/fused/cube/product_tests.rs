@@ -12,7 +12,7 @@ use crate::fused::dispatch::{WgpuUnfused, TEST_GPU_KERNELS, TRACKED};
 use crate::fused::tests::{close, data, values};
 use crate::fused::{embedding, GpuKernels};
 
-/// Vocabulary, width, and `[batch, len]` of 4,096 ids: [`super::super::linear::row_slices`]
+/// Vocabulary, width, and `[batch, len]` of 4,096 ids: [`super::super::products::row_slices`]
 /// cuts them into 32 slices.
 const V: usize = 11;
 const D: usize = 8;
