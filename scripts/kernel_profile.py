@@ -17,7 +17,7 @@ counted in `left_out`).
     scripts/kernel_profile.py a.log:2 b.log:6 [--top 25]
 
 With `--by-step` one log of N steps suffices, and is more robust: the launches are cut into
-steps at the end of each run of AdamW launches (which end every step), the first step and
+steps after the last of each step's AdamW launches (which end every step), the first step and
 the final evaluation are dropped, and each kernel's figures are the median over the other
 steps (the difference of two runs above fails where the shorter run autotunes kernels the
 longer one finds cached: negative times). It also lists one step's matrix products in order.
@@ -37,6 +37,8 @@ UNIT_MS = {"ns": 1e-6, "µs": 1e-3, "us": 1e-3, "ms": 1.0, "s": 1e3}
 
 
 OUTLIER = 50
+# Other launches that may come between two `marker` launches of the same step (by_step).
+GAP = 8
 
 
 def totals(path):
@@ -68,18 +70,16 @@ def launches(path):
 
 
 def by_step(path, marker, top):
-    """One training step's kernels, read from one log: the launches between the ends of two
-    runs of `marker` launches (AdamW's, which end every step) form a step; the first step
-    (compilation, autotuning) and what follows the last (the final evaluation) are dropped,
-    and each kernel's figures are the median over the other steps."""
-    steps, current, previous = [], [], None
-    for name, ms in launches(path):
-        if previous == marker and name != marker:
-            steps.append(current)
-            current = []
-        current.append((name, ms))
-        previous = name
-    steps = steps[1:]
+    """One training step's kernels, read from one log: a step ends with its last `marker`
+    launch (AdamW's, which end every step) that is followed by more than GAP other launches
+    before the next one (the updates of one step come with a copy or two between them, since
+    all parameters' updates became one operation); the first step (compilation, autotuning)
+    and what follows the last (the final evaluation) are dropped, and each kernel's figures are
+    the median over the other steps."""
+    runs = launches(path)
+    marks = [i for i, (name, _) in enumerate(runs) if name == marker]
+    ends = [i for i, j in zip(marks, marks[1:] + [len(runs) + GAP]) if j - i > GAP]
+    steps = [runs[a + 1:b + 1] for a, b in zip([-1] + ends, ends)][1:]
     if not steps:
         raise SystemExit(f"{path}: fewer than two steps ended by {marker} launches")
     names = sorted({name for step in steps for name, _ in step})

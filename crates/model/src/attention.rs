@@ -192,8 +192,8 @@ impl<B: Backend> MultiHeadAttention<B> {
     /// Self-attention's three projections of `x`: its queries, and its keys and values (what a
     /// cache stores), split into heads.
     ///
-    /// Without adapters, and where [`crate::projections`] says so (`ATTEND_QKV`; by default on
-    /// the GPU backends, for large steps), they are one product of `x` with
+    /// Without adapters, and where [`crate::projections`] says so (`ATTEND_QKV=merged`; by default
+    /// they are three), they are one product of `x` with
     /// `[W^Q | W^K | W^V]`, sliced.
     ///
     /// # Shapes
@@ -204,8 +204,7 @@ impl<B: Backend> MultiHeadAttention<B> {
         let layers = [&self.query, &self.key, &self.value];
         let biases = layers.iter().filter(|l| l.bias.is_some()).count();
         let mixed_biases = !(biases == 0 || biases == layers.len());
-        let [batch, len, _] = x.dims();
-        if self.adapters.is_some() || mixed_biases || !crate::projections::merges::<B>(batch * len) {
+        if self.adapters.is_some() || mixed_biases || !crate::projections::merges() {
             return self.separate_projections(x);
         }
         self.merged_projections(x)

@@ -1,67 +1,47 @@
 //! Whether self-attention's three projections `x W^Q`, `x W^K`, `x W^V` run as one product of
-//! `x` with `[W^Q | W^K | W^V]` (`merged`) or as three (`separate`): the environment variable
-//! `ATTEND_QKV`.
+//! `x` with `[W^Q | W^K | W^V]` (`merged`) or as three (`separate`, the default): the
+//! environment variable `ATTEND_QKV`.
 //!
 //! Merged is one pass over `x` forward, and one `dx` product and one weight gradient
-//! `xᵀ·[dQ | dK | dV]` backward instead of three of each. On an H200 each weight gradient over
-//! a batch's 16,384 positions took about 2 ms whatever its width (docs/benchmarks.md, "where
-//! the GPU time goes"), so three of them cost three times what one does. The outputs are slices of
-//! one tensor, whose backward Burn's autodiff forms as zeros, a slice assignment and a sum for
-//! each: on the CPU (burn-ndarray, nanoGPT's CPU model) that cost more than the larger
-//! products saved (22.5k against 25.5k tokens/s, the same losses bit for bit), so `auto`, the
-//! default, merges on the GPU backends only, and only for steps of at least
-//! [`MERGE_MIN_POSITIONS`] positions. The parameters stay three `Linear`s either way:
-//! checkpoints and exports do not change.
-
-use burn::tensor::backend::Backend;
+//! `xᵀ·[dQ | dK | dV]` backward instead of three of each. It was made the GPU's default when
+//! each weight gradient over a batch's 16,384 positions took about 2 ms on an H200 whatever its
+//! width; since those gradients are cut into slices of rows (`fused::products::rows_product`)
+//! the three products are faster there too: nanoGPT's GPU configuration on an H200 ran
+//! 202.6k tokens/s separate against 185.9k merged in the same call (CubeCL's product of
+//! `[16384, 384]·[384, 1152]` is slow), and on the CPU 25.5k against 22.5k (the outputs are
+//! slices of one tensor, whose backward Burn's autodiff forms as zeros, a slice assignment and
+//! a sum for each). So `merged` is opt-in, for timing it on other hardware. The parameters
+//! stay three `Linear`s either way: checkpoints and exports do not change.
 
 /// The setting of `ATTEND_QKV`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Projections {
-    /// `auto` (the default): merged on the GPU backends for steps of at least
-    /// [`MERGE_MIN_POSITIONS`] positions, else separate.
-    Auto,
-    /// `merged`: one product on every backend.
-    Merged,
-    /// `separate`: three products on every backend.
+    /// `separate` (the default): three products.
     Separate,
+    /// `merged`: one product.
+    Merged,
 }
 
 /// The values `ATTEND_QKV` takes, for its errors.
-const EXPECTED: &str = "auto (the default), merged or separate";
+const EXPECTED: &str = "separate (the default) or merged";
 
 /// `ATTEND_QKV` read: unset, or a value [`parse_projections`] takes.
 pub fn projections_from_env() -> Result<Projections, String> {
-    crate::env_switch::read("ATTEND_QKV", Projections::Auto, EXPECTED, parse_projections)
+    crate::env_switch::read("ATTEND_QKV", Projections::Separate, EXPECTED, parse_projections)
 }
 
-/// A value of `ATTEND_QKV`: `auto` (or empty), `merged`, `separate`; anything else is an error
-/// that names the variable and the values it takes.
+/// A value of `ATTEND_QKV`: `separate` (or empty), `merged`; anything else is an error that
+/// names the variable and the values it takes.
 pub fn parse_projections(value: &str) -> Result<Projections, String> {
-    let choices = [
-        ("", Projections::Auto),
-        ("auto", Projections::Auto),
-        ("merged", Projections::Merged),
-        ("separate", Projections::Separate),
-    ];
+    let choices = [("", Projections::Separate), ("separate", Projections::Separate), ("merged", Projections::Merged)];
     crate::env_switch::parse("ATTEND_QKV", value, &choices, EXPECTED)
 }
 
-/// Positions (`batch·len`) below which `auto` keeps three products: there the weight
-/// gradients are small, and the merged form's slices hand burn-fusion more operations (on
-/// lavapipe, nanoGPT's GPU model shrunk: 425 executions a step against 364), which is the
-/// fixed per-step cost that small steps are made of.
-pub const MERGE_MIN_POSITIONS: usize = 4096;
-
-/// Whether self-attention on backend `B` merges its projections of `positions` positions: the
-/// tests' choice on this thread, else the environment's, read once (a value the runner would
-/// refuse counts as `auto` here; `xtask` checks it before a run).
-pub(crate) fn merges<B: Backend>(positions: usize) -> bool {
-    match setting() {
-        Projections::Auto => !crate::fused::is_cpu_backend::<B>() && positions >= MERGE_MIN_POSITIONS,
-        Projections::Merged => true,
-        Projections::Separate => false,
-    }
+/// Whether self-attention merges its projections: the tests' choice on this
+/// thread, else the environment's, read once (a value the runner would refuse counts as
+/// `separate` here; `xtask` checks it before a run).
+pub(crate) fn merges() -> bool {
+    setting() == Projections::Merged
 }
 
 fn setting() -> Projections {
@@ -70,7 +50,7 @@ fn setting() -> Projections {
     if let Some(setting) = TEST_PROJECTIONS.with(|p| p.get()) {
         return setting;
     }
-    *ENV.get_or_init(|| projections_from_env().unwrap_or(Projections::Auto))
+    *ENV.get_or_init(|| projections_from_env().unwrap_or(Projections::Separate))
 }
 
 #[cfg(test)]
@@ -92,40 +72,26 @@ pub(crate) mod tests {
     type Ad = Autodiff<NdArray<f32>>;
 
     #[test]
-    fn projections_setting_takes_auto_merged_separate_and_names_the_variable_on_anything_else() {
-        assert_eq!(parse_projections(""), Ok(Projections::Auto));
-        assert_eq!(parse_projections(" auto"), Ok(Projections::Auto));
+    fn projections_setting_takes_separate_and_merged_and_names_the_variable_on_anything_else() {
+        assert_eq!(parse_projections(""), Ok(Projections::Separate));
+        assert_eq!(parse_projections(" separate"), Ok(Projections::Separate));
         assert_eq!(parse_projections("merged"), Ok(Projections::Merged));
-        assert_eq!(parse_projections("separate"), Ok(Projections::Separate));
-        let error = parse_projections("yes").unwrap_err();
-        assert!(error.contains("ATTEND_QKV") && error.contains("merged") && error.contains("\"yes\""), "{error}");
+        for wrong in ["yes", "auto"] {
+            let error = parse_projections(wrong).unwrap_err();
+            assert!(error.contains("ATTEND_QKV") && error.contains("merged") && error.contains(wrong), "{error}");
+        }
     }
 
     #[test]
-    fn auto_keeps_three_products_on_the_cpu_and_each_setting_overrides_it() {
+    fn only_the_merged_setting_merges() {
         let with = |setting| {
             TEST_PROJECTIONS.with(|p| p.set(Some(setting)));
-            let merges = (merges::<NdArray<f32>>(1 << 20), merges::<Ad>(1 << 20));
+            let merges = merges();
             TEST_PROJECTIONS.with(|p| p.set(None));
             merges
         };
-        assert_eq!(with(Projections::Auto), (false, false));
-        assert_eq!(with(Projections::Merged), (true, true));
-        assert_eq!(with(Projections::Separate), (false, false));
-    }
-
-    /// Under `auto` a backend without the CPU's kernels (here burn-ndarray in f64, which
-    /// stands in for the GPU backends in a CPU build) merges from [`MERGE_MIN_POSITIONS`]
-    /// positions on, and `merged` at any size.
-    #[test]
-    fn auto_merges_elsewhere_from_the_position_threshold_on() {
-        TEST_PROJECTIONS.with(|p| p.set(Some(Projections::Auto)));
-        let (below, at) =
-            (merges::<NdArray<f64>>(MERGE_MIN_POSITIONS - 1), merges::<NdArray<f64>>(MERGE_MIN_POSITIONS));
-        TEST_PROJECTIONS.with(|p| p.set(Some(Projections::Merged)));
-        let small = merges::<NdArray<f64>>(1);
-        TEST_PROJECTIONS.with(|p| p.set(None));
-        assert_eq!((below, at, small), (false, true, true));
+        assert!(!with(Projections::Separate));
+        assert!(with(Projections::Merged));
     }
 
     /// The loss `Σ q + Σ k + Σ v²`, and the gradients of `x` and of the three weights (and

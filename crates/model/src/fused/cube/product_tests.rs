@@ -68,7 +68,7 @@ fn lookup_gradient_as_sliced_one_hot_product_on_wgpu_equals_select_add_on_cpu() 
 
 /// Self-attention's three projections as one product on wgpu (fused and unfused) give the
 /// values and gradients that three products give on the CPU, over 4,096 positions (what
-/// `ATTEND_QKV=auto` merges on a GPU; the weight gradient is then cut into slices of rows).
+/// `ATTEND_QKV=merged` merges on a GPU; the weight gradient is then cut into slices of rows).
 #[test]
 fn merged_projections_on_wgpu_equal_three_products_on_cpu() {
     use crate::attention::MultiHeadAttention;
