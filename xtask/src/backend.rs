@@ -21,7 +21,8 @@ pub enum Backend {
     /// burn-wgpu without burn-fusion: every operation is its own kernel (feature `wgpu`).
     WgpuUnfused,
     /// NVIDIA GPUs through CUDA, burn-cuda with operation fusion (feature `cuda`; the CUDA
-    /// driver and NVRTC are loaded at run time, no toolkit is needed to build).
+    /// driver and NVRTC are loaded at run time, no toolkit is needed to build). Its `f32`
+    /// matrix products may run in TF32 on tensor cores, where CubeCL's autotuner picks them.
     Cuda,
 }
 
