@@ -1,7 +1,8 @@
 //! `bench products`: the linear maps' matrix products of nanoGPT's GPU configuration
 //! (`attend_train::product_bench`) timed with CubeCL's kernel and with ours
 //! (`ATTEND_GPU_MATMUL`), side by side in the same process on `--backend`'s device: one JSON
-//! line per product and kernel (ms, TFLOP/s, and ours over CubeCL's time).
+//! line per product and kernel (ms, TFLOP/s), and on stderr a line per product with ours over
+//! CubeCL's time.
 
 use anyhow::Result;
 use attend_model::fused::GpuProducts;
