@@ -10,7 +10,8 @@
 # - kernels:   nanoGPT's GPU configuration (configs/lm-shakespeare-gpu.toml) on wgpu and
 #              wgpu-unfused (and cuda, if the runner has it) with ATTEND_GPU_KERNELS = auto,
 #              all, off: tokens/s of the logged intervals after the first $WARM steps.
-# - overhead:  `bench train --backend wgpu`: the fixed per-step overhead t(1) − (t(8) − t(1))/7.
+# - overhead:  `bench train --backend $OVERHEAD_BACKEND` (default wgpu; cuda where the runner has
+#              it): the fixed per-step overhead t(1) − (t(8) − t(1))/7 of the default model.
 # - products:  `bench products --backend wgpu`: the linear maps' products of nanoGPT's GPU
 #              configuration with CubeCL's kernel and ours (ATTEND_GPU_MATMUL), ms and TFLOP/s.
 #              Not part of `all`.
@@ -81,7 +82,7 @@ if [[ $part == kernels || $part == all ]]; then
 fi
 
 if [[ $part == overhead || $part == all ]]; then
-  "$XTASK" bench train --backend wgpu --reps "${REPS:-1}" --no-peers 2>"$OUT/${TAG:+$TAG-}overhead.err" |
+  "$XTASK" bench train --backend "${OVERHEAD_BACKEND:-wgpu}" --reps "${REPS:-1}" --no-peers 2>"$OUT/${TAG:+$TAG-}overhead.err" |
     sed "s/^{/{\"tag\":\"${TAG:+$TAG-}overhead\",/" | tee -a "$OUT/summary.jsonl"
 fi
 
