@@ -7,9 +7,10 @@
 //!
 //! Batches: every row of a prompt has the same length (for translation the prompt is BOS and
 //! the rows differ in their padded sources, held in the cache). Rows stop independently at
-//! EOS; the batch stops when every row has, or after `max_new_tokens`, or when a model with
-//! learned positions reaches `block_size` (no sliding window: the prompt plus the generated
-//! tokens must fit).
+//! EOS; the batch stops when every row has, or after `max_new_tokens`. A decoder-only model
+//! whose cache is full restarts on its last `block_size` tokens (a sliding window, as nanoGPT's
+//! `generate` crops its context; `Feeder`); a model that cannot restart (translation) stops
+//! when its learned positions run out.
 
 mod beam;
 mod greedy;

@@ -3,8 +3,8 @@
 //! a training step's CPU time, and it kept GELU's backward loop scalar, another 7%).
 //!
 //! Range reduction `z = n·ln 2 + r` with `n` the nearest integer to `z·log₂e` and
-//! `|r| ≤ ½ ln 2` (`ln 2` in two parts, so `r` is exact to f32), then `e^r` as a degree-6
-//! polynomial (the classic minimax fit used by Cephes' `expf`), then `2ⁿ` built from its
+//! `|r| ≤ ½ ln 2` (`ln 2` in two parts, so `r` is exact to f32), then `e^r` as `1 + r + r²·P(r)`
+//! with `P` of degree 5 (the classic minimax fit used by Cephes' `expf`), then `2ⁿ` built from its
 //! bits. `n` is rounded by adding and subtracting 1.5·2²³ (f32 addition rounds to nearest),
 //! and the same sum's low bits give `2ⁿ`'s exponent field. Below `z = −80` the result is 0:
 //! `e^−80 ≈ 2e-35` is far below what a sum holding a 1 resolves, and masked attention scores

@@ -1,7 +1,9 @@
 //! The weight gradients' products on wgpu (lavapipe will do), over enough rows to be cut into
 //! slices, on the fused and the unfused backend: the token lookup's gradient as a one-hot
-//! product against Burn's `select_add` on the CPU, and self-attention's merged projections
-//! against three products on the CPU.
+//! product against Burn's `select_add` on the CPU, self-attention's merged projections
+//! against three products on the CPU, and our product kernel (`ATTEND_GPU_MATMUL=attend`)
+//! against the CPU's products for every layout and ragged shapes, with a linear map's values
+//! and gradients through it.
 
 use burn::backend::Autodiff;
 use burn::tensor::backend::AutodiffBackend;
