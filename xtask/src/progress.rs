@@ -1,8 +1,9 @@
 //! What a training run shows while it runs: the progress bar (step, loss, learning rate,
 //! tokens/s, ETA), notes above it, and the start-up: the time from launch to the end of the
 //! first step, which on a GPU is mostly compiling and tuning kernels. On a GPU backend the bar
-//! says where the kernel caches are and how full, and while the first step runs it prints a
-//! line every 15 s, so that a cold machine's first run is never silent.
+//! says where the kernel caches are and how full, and while the first step, an evaluation or
+//! the final validation and sample run (each meets new shapes, so new kernels) it prints a
+//! line every 15 s, so that a cold machine's run is never silent.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -28,6 +29,8 @@ pub(crate) struct Bar {
     /// When the loop started (data loaded, model built), and the heartbeat's stop flag.
     waiting: Option<(Instant, Arc<AtomicBool>)>,
     startup: Option<StartUp>,
+    /// The heartbeat's stop flag while the loop is busy outside its steps.
+    busy: Option<Arc<AtomicBool>>,
 }
 
 /// Seconds from launch to the loop's start (data, model, checkpoint) and in the first step.
@@ -45,7 +48,7 @@ impl StartUp {
 
 impl Bar {
     pub(crate) fn new() -> Self {
-        Bar { bar: ProgressBar::hidden(), waiting: None, startup: None }
+        Bar { bar: ProgressBar::hidden(), waiting: None, startup: None, busy: None }
     }
 
     /// The start-up of this process's run, once its first step has ended.
@@ -71,7 +74,15 @@ impl Observer for Bar {
         if let Some(cache) = kernel_cache::configured() {
             self.note(&cache_note(cache));
             let (bar, stop) = (self.bar.clone(), Arc::clone(&stop));
-            std::thread::spawn(move || heartbeat(&bar, &stop));
+            std::thread::spawn(move || {
+                heartbeat(HEARTBEAT, &stop, |after| {
+                    let s = after.as_secs();
+                    print_above(
+                        &bar,
+                        &format!("first step still running after {s} s: compiling and tuning GPU kernels"),
+                    )
+                })
+            });
         }
         self.waiting = Some((Instant::now(), stop));
     }
@@ -101,6 +112,27 @@ impl Observer for Bar {
     /// when stderr is a file, where indicatif draws nothing and would drop the line).
     fn note(&mut self, message: &str) {
         print_above(&self.bar, message);
+    }
+
+    /// On a GPU backend, a line every 15 s while the loop is busy outside its steps.
+    fn busy(&mut self, what: Option<&str>) {
+        if let Some(earlier) = self.busy.take() {
+            earlier.store(true, Ordering::Relaxed);
+        }
+        let (Some(what), Some(_)) = (what, kernel_cache::configured()) else { return };
+        let (bar, what, stop) = (self.bar.clone(), what.to_string(), Arc::new(AtomicBool::new(false)));
+        self.busy = Some(Arc::clone(&stop));
+        std::thread::spawn(move || {
+            heartbeat(HEARTBEAT, &stop, |after| {
+                let s = after.as_secs();
+                print_above(
+                    &bar,
+                    &format!(
+                        "{what} still running after {s} s: new shapes' GPU kernels are compiled and tuned on first use"
+                    ),
+                )
+            })
+        });
     }
 }
 
@@ -138,17 +170,16 @@ fn cache_note(cache: &KernelCache) -> String {
     }
 }
 
-/// Every `HEARTBEAT` until `stop`: the first step is still running.
-fn heartbeat(bar: &ProgressBar, stop: &AtomicBool) {
+/// Calls `say(elapsed)` every `every` until `stop` (checked five times an interval), never
+/// after it: what is still running says so.
+fn heartbeat(every: Duration, stop: &AtomicBool, mut say: impl FnMut(Duration)) {
     let started = Instant::now();
-    let mut next = HEARTBEAT;
+    let mut next = every;
     while !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(every / 5);
         if started.elapsed() >= next && !stop.load(Ordering::Relaxed) {
-            let message =
-                format!("first step still running after {} s: compiling and tuning GPU kernels", next.as_secs());
-            print_above(bar, &message);
-            next += HEARTBEAT;
+            say(next);
+            next += every;
         }
     }
 }
@@ -156,6 +187,27 @@ fn heartbeat(bar: &ProgressBar, stop: &AtomicBool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn heartbeat_speaks_each_interval_until_stopped_and_never_after() {
+        // The third line stops it; a fourth would panic the heartbeat's thread.
+        let stop = Arc::new(AtomicBool::new(false));
+        let said = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (flag, stopper, log) = (Arc::clone(&stop), Arc::clone(&stop), Arc::clone(&said));
+        let every = Duration::from_millis(10);
+        let beat = std::thread::spawn(move || {
+            heartbeat(every, &flag, |after| {
+                let mut log = log.lock().unwrap();
+                log.push(after);
+                assert!(log.len() <= 3, "spoke after the stop: {log:?}");
+                if log.len() == 3 {
+                    stopper.store(true, Ordering::Relaxed);
+                }
+            })
+        });
+        beat.join().expect("the heartbeat ends at the stop, silently");
+        assert_eq!(*said.lock().unwrap(), [every, every * 2, every * 3]);
+    }
 
     #[test]
     fn first_logged_step_ends_the_start_up_and_later_steps_and_runs_leave_it() {

@@ -230,7 +230,10 @@ pub(crate) fn fit_as<B: AutodiffBackend, T: Task<B>>(
         let evaluating = step % t.eval_every == 0 || last_step;
         if evaluating && peer.writes() {
             peer.alone(true);
-            let valid = task.validate(&optim.eval_weights(&model), device)?;
+            observer.busy(Some(&format!("evaluation at step {step}")));
+            let valid = task.validate(&optim.eval_weights(&model), device);
+            observer.busy(None);
+            let valid = valid?;
             append(eval_event(step, "valid", &valid, Map::new()))?;
             observer.eval(step, valid.loss());
             if let Some(headline) = valid.headline() {
@@ -278,7 +281,11 @@ pub(crate) fn fit_as<B: AutodiffBackend, T: Task<B>>(
         let last = &all[all.len().saturating_sub(t.average_last)..];
         let out = run.join("averaged");
         average_checkpoints(|| task.init_inner(device), last, &out, device)?;
-        let valid = task.validate(&load_weights(task.init_inner(device), &out, device)?, device)?;
+        let weights = load_weights(task.init_inner(device), &out, device)?;
+        observer.busy(Some("validation of the averaged weights"));
+        let valid = task.validate(&weights, device);
+        observer.busy(None);
+        let valid = valid?;
         let steps: Vec<u64> = last.iter().map(|c| c.0).collect();
         let averaged = Map::from_iter([("averaged_steps".to_string(), json!(steps))]);
         append(eval_event(state.step, "valid-averaged", &valid, averaged))?;
@@ -290,10 +297,12 @@ pub(crate) fn fit_as<B: AutodiffBackend, T: Task<B>>(
         write_averaged(&run.join("averaged"), &state, mean.clone(), steps)?;
         observer.note(&format!("averaged/ holds the ASGD mean of steps {start}..={}", state.step));
     }
+    observer.busy(Some("the final validation and sample"));
     if last_valid.is_none() {
-        last_valid = summary_validation(&task, &optim, &model, device)?;
+        last_valid = summary_validation(&task, &optim, &model, device).inspect_err(|_| observer.busy(None))?;
     }
     let sample = last_valid.as_ref().map(|v| task.sample(&model, v, device));
+    observer.busy(None);
     let result = summary(&state, last_valid, sample, (early_stopped, interrupted, None));
     if let (false, Some(valid), Some(sample)) = (interrupted, &result.valid, &result.sample) {
         let mut event = json!({"event": "summary", "step": state.step, "valid_loss": valid.loss(),

@@ -31,6 +31,10 @@ pub trait Observer {
     fn step(&mut self, _step: u64, _loss: f64, _lr: f64, _tokens_per_s: f64) {}
     fn eval(&mut self, _step: u64, _loss: f64) {}
     fn note(&mut self, _message: &str) {}
+    /// The loop begins (`Some(what)`, e.g. "evaluation at step 500") or ends (`None`) work
+    /// outside the training steps that can take long the first time on a GPU, where new shapes
+    /// mean kernels to compile and tune: evaluations, the final validation and the sample.
+    fn busy(&mut self, _what: Option<&str>) {}
 }
 
 /// What a finished (or stopped) run reports; `V` is the task's validation.

@@ -75,6 +75,40 @@ fn training_a_few_steps_makes_the_validation_loss_fall() {
     assert!(summary_line["entropy_rate"].as_f64().unwrap() > 0.0);
 }
 
+/// Records what the loop says it is busy with outside its steps.
+#[derive(Default)]
+struct Busy(Vec<Option<String>>);
+impl Observer for Busy {
+    fn busy(&mut self, what: Option<&str>) {
+        self.0.push(what.map(str::to_string));
+    }
+}
+
+#[test]
+fn each_evaluation_and_the_final_validation_and_sample_are_announced_and_ended() {
+    let _turn = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = tiny_config(10);
+    config.train.average_last = 2;
+    let opts = RunOptions { run_dir: dir.path().to_path_buf(), data_dir: dir.path().join("x"), resume: false };
+    let mut busy = Busy::default();
+    train_lm::<B>(&config, &opts, &Default::default(), &mut busy, &AtomicBool::new(false)).unwrap();
+    let said: Vec<Option<&str>> = busy.0.iter().map(Option::as_deref).collect();
+    assert_eq!(
+        said,
+        [
+            Some("evaluation at step 5"),
+            None,
+            Some("evaluation at step 10"),
+            None,
+            Some("validation of the averaged weights"),
+            None,
+            Some("the final validation and sample"),
+            None
+        ]
+    );
+}
+
 #[test]
 fn resume_after_a_stop_logs_exactly_the_losses_of_an_uninterrupted_run() {
     let _turn = serial();

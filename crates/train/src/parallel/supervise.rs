@@ -27,6 +27,7 @@ pub(crate) enum Event {
     Step(u64, f64, f64, f64),
     Eval(u64, f64),
     Note(String),
+    Busy(Option<String>),
     /// Local peer `.0` ended.
     Done(usize, Result<Trained, TrainError>),
 }
@@ -46,6 +47,9 @@ impl Observer for Forward {
     }
     fn note(&mut self, message: &str) {
         let _ = self.0.send(Event::Note(message.to_string()));
+    }
+    fn busy(&mut self, what: Option<&str>) {
+        let _ = self.0.send(Event::Busy(what.map(str::to_string)));
     }
 }
 
@@ -97,6 +101,7 @@ pub(crate) fn supervise<B: Backend>(
             }
             Ok(Event::Eval(step, loss)) => observer.eval(step, loss),
             Ok(Event::Note(message)) => observer.note(&message),
+            Ok(Event::Busy(what)) => observer.busy(what.as_deref()),
             Ok(Event::Done(local, outcome)) => {
                 done += 1;
                 match outcome {
