@@ -170,13 +170,13 @@ fn cache_note(cache: &KernelCache) -> String {
     }
 }
 
-/// Calls `say(elapsed)` every `every` until `stop` (checked five times an interval), never
-/// after it: what is still running says so.
+/// Calls `say(elapsed)` every `every` until `stop` (checked at least five times an interval
+/// and every 200 ms), never after it: what is still running says so.
 fn heartbeat(every: Duration, stop: &AtomicBool, mut say: impl FnMut(Duration)) {
     let started = Instant::now();
     let mut next = every;
     while !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(every / 5);
+        std::thread::sleep((every / 5).min(Duration::from_millis(200)));
         if started.elapsed() >= next && !stop.load(Ordering::Relaxed) {
             say(next);
             next += every;
