@@ -73,15 +73,8 @@ impl Observer for Bar {
         let stop = Arc::new(AtomicBool::new(false));
         if let Some(cache) = kernel_cache::configured() {
             self.note(&cache_note(cache));
-            let (bar, stop) = (self.bar.clone(), Arc::clone(&stop));
-            std::thread::spawn(move || {
-                heartbeat(HEARTBEAT, &stop, |after| {
-                    let s = after.as_secs();
-                    print_above(
-                        &bar,
-                        &format!("first step still running after {s} s: compiling and tuning GPU kernels"),
-                    )
-                })
+            announce(&self.bar, &stop, |s| {
+                format!("first step still running after {s} s: compiling and tuning GPU kernels")
             });
         }
         self.waiting = Some((Instant::now(), stop));
@@ -120,19 +113,11 @@ impl Observer for Bar {
             earlier.store(true, Ordering::Relaxed);
         }
         let (Some(what), Some(_)) = (what, kernel_cache::configured()) else { return };
-        let (bar, what, stop) = (self.bar.clone(), what.to_string(), Arc::new(AtomicBool::new(false)));
-        self.busy = Some(Arc::clone(&stop));
-        std::thread::spawn(move || {
-            heartbeat(HEARTBEAT, &stop, |after| {
-                let s = after.as_secs();
-                print_above(
-                    &bar,
-                    &format!(
-                        "{what} still running after {s} s: new shapes' GPU kernels are compiled and tuned on first use"
-                    ),
-                )
-            })
+        let (what, stop) = (what.to_string(), Arc::new(AtomicBool::new(false)));
+        announce(&self.bar, &stop, move |s| {
+            format!("{what} still running after {s} s: new shapes' GPU kernels are compiled and tuned on first use")
         });
+        self.busy = Some(stop);
     }
 }
 
@@ -168,6 +153,12 @@ fn cache_note(cache: &KernelCache) -> String {
             format!("GPU kernel caches as {} configures CubeCL; {first_use}", file.display())
         }
     }
+}
+
+/// On its own thread, prints `line(seconds)` above `bar` every `HEARTBEAT` until `stop`.
+fn announce(bar: &ProgressBar, stop: &Arc<AtomicBool>, line: impl Fn(u64) -> String + Send + 'static) {
+    let (bar, stop) = (bar.clone(), Arc::clone(stop));
+    std::thread::spawn(move || heartbeat(HEARTBEAT, &stop, |after| print_above(&bar, &line(after.as_secs()))));
 }
 
 /// Calls `say(elapsed)` every `every` until `stop` (checked at least five times an interval

@@ -230,10 +230,9 @@ pub(crate) fn fit_as<B: AutodiffBackend, T: Task<B>>(
         let evaluating = step % t.eval_every == 0 || last_step;
         if evaluating && peer.writes() {
             peer.alone(true);
-            observer.busy(Some(&format!("evaluation at step {step}")));
-            let valid = task.validate(&optim.eval_weights(&model), device);
-            observer.busy(None);
-            let valid = valid?;
+            let valid = busy(observer, &format!("evaluation at step {step}"), || {
+                task.validate(&optim.eval_weights(&model), device)
+            })?;
             append(eval_event(step, "valid", &valid, Map::new()))?;
             observer.eval(step, valid.loss());
             if let Some(headline) = valid.headline() {
@@ -282,10 +281,7 @@ pub(crate) fn fit_as<B: AutodiffBackend, T: Task<B>>(
         let out = run.join("averaged");
         average_checkpoints(|| task.init_inner(device), last, &out, device)?;
         let weights = load_weights(task.init_inner(device), &out, device)?;
-        observer.busy(Some("validation of the averaged weights"));
-        let valid = task.validate(&weights, device);
-        observer.busy(None);
-        let valid = valid?;
+        let valid = busy(observer, "validation of the averaged weights", || task.validate(&weights, device))?;
         let steps: Vec<u64> = last.iter().map(|c| c.0).collect();
         let averaged = Map::from_iter([("averaged_steps".to_string(), json!(steps))]);
         append(eval_event(state.step, "valid-averaged", &valid, averaged))?;
@@ -297,12 +293,14 @@ pub(crate) fn fit_as<B: AutodiffBackend, T: Task<B>>(
         write_averaged(&run.join("averaged"), &state, mean.clone(), steps)?;
         observer.note(&format!("averaged/ holds the ASGD mean of steps {start}..={}", state.step));
     }
-    observer.busy(Some("the final validation and sample"));
-    if last_valid.is_none() {
-        last_valid = summary_validation(&task, &optim, &model, device).inspect_err(|_| observer.busy(None))?;
-    }
-    let sample = last_valid.as_ref().map(|v| task.sample(&model, v, device));
-    observer.busy(None);
+    let (last_valid, sample) = busy(observer, "the final validation and sample", || {
+        let valid = match last_valid {
+            None => summary_validation(&task, &optim, &model, device)?,
+            valid => valid,
+        };
+        let sample = valid.as_ref().map(|v| task.sample(&model, v, device));
+        Ok::<_, TrainError>((valid, sample))
+    })?;
     let result = summary(&state, last_valid, sample, (early_stopped, interrupted, None));
     if let (false, Some(valid), Some(sample)) = (interrupted, &result.valid, &result.sample) {
         let mut event = json!({"event": "summary", "step": state.step, "valid_loss": valid.loss(),
@@ -354,6 +352,14 @@ fn update<B: AutodiffBackend, M: AutodiffModule<B>>(
     }
     let factor = squared.map(|squared| gradient_factor(squared, clip, scale));
     Ok((optim.step(step, lr, model, grads, factor), lr, true))
+}
+
+/// Runs `work` with `observer` told that the loop is busy with `what` meanwhile.
+fn busy<R>(observer: &mut dyn Observer, what: &str, work: impl FnOnce() -> R) -> R {
+    observer.busy(Some(what));
+    let result = work();
+    observer.busy(None);
+    result
 }
 
 /// A non-finite training loss stops the run, naming the step and the last good checkpoint.
