@@ -6,6 +6,8 @@
 
 use burn::tensor::{backend::Backend, Int, Tensor};
 
+use crate::fused::cat_pair;
+
 /// Keys and values of one attention layer, split into heads.
 #[derive(Clone, Debug)]
 pub struct KeyValue<B: Backend> {
@@ -31,7 +33,7 @@ impl<B: Backend> KeyValue<B> {
     /// # Shapes
     /// - `new.keys`, `new.values`: `[batch, heads, new_keys, d_k]`
     pub fn append(self, new: KeyValue<B>) -> Self {
-        Self { keys: Tensor::cat(vec![self.keys, new.keys], 2), values: Tensor::cat(vec![self.values, new.values], 2) }
+        Self { keys: cat_pair(self.keys, new.keys, 2), values: cat_pair(self.values, new.values, 2) }
     }
 
     /// Keeps (and repeats or reorders) the batch rows `indices`.

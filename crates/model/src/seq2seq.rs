@@ -69,6 +69,15 @@ impl<B: Backend> Seq2seqCache<B> {
             len: self.len,
         }
     }
+
+    /// Reorders only the target side (the self-attention caches), for rows that share their
+    /// source with their new parent row: the memory and the source padding stay.
+    ///
+    /// # Shapes
+    /// - `indices`: `[batch]`, `memory[indices[i]] == memory[i]` for every `i`
+    pub fn select_target(self, indices: Tensor<B, 1, Int>) -> Self {
+        Self { layers: self.layers.into_iter().map(|c| select_opt(c, &indices)).collect(), ..self }
+    }
 }
 
 impl ModelConfig {
@@ -222,6 +231,7 @@ mod tests {
     use crate::config::{NormPosition, Positions};
     use crate::params::count;
     use crate::test_backend::TestBackend;
+    use burn::tensor::TensorData;
 
     fn small(share: bool, tie: bool, norm: NormPosition, bias: bool) -> ModelConfig {
         ModelConfig {
@@ -252,6 +262,34 @@ mod tests {
             let model = config.init_seq2seq::<TestBackend>(13, &device);
             assert_eq!(model.num_params() as u64, count(&config, 13).params, "{config:?}");
         }
+    }
+
+    /// Beam search moves rows only within a sentence's beams; then leaving the source memory
+    /// where it is gives the next step's logits that moving it gives, and moving the target
+    /// side is needed (a cache that did not move it would differ).
+    #[test]
+    fn select_target_equals_select_for_parents_within_their_sentence() {
+        let device = Default::default();
+        let model = small(true, true, NormPosition::Post, true).init_seq2seq::<TestBackend>(13, &device);
+        let ids = |v: Vec<i64>, shape: [usize; 2]| {
+            Tensor::<TestBackend, 2, Int>::from_data(TensorData::new(v, shape), &device)
+        };
+        let index =
+            |v: Vec<i64>| Tensor::<TestBackend, 1, Int>::from_data(TensorData::new(v.clone(), [v.len()]), &device);
+        let source = ids(vec![3, 4, 5, 6, 7, 8, 2, 9], [2, 4]);
+        let cache = model.begin(model.encode(source, None));
+        // Two beams per sentence, then a step with a different token in every row.
+        let mut cache = cache.select(index(vec![0, 0, 1, 1]));
+        model.forward_cached(ids(vec![1, 4, 7, 10], [4, 1]), &mut cache);
+        let parents = index(vec![1, 1, 3, 2]);
+        let next = ids(vec![5, 6, 7, 8], [4, 1]);
+        let mut moved = cache.clone().select(parents.clone());
+        let mut kept = cache.clone().select_target(parents);
+        let mut unmoved = cache;
+        let [a, b, c] = [&mut moved, &mut kept, &mut unmoved].map(|cache| model.forward_cached(next.clone(), cache));
+        a.clone().into_data().assert_approx_eq::<f32>(&b.into_data(), burn::tensor::Tolerance::absolute(1e-6));
+        let apart = (a - c).abs().max().into_scalar();
+        assert!(apart > 1e-4, "the target side must move: {apart}");
     }
 
     #[test]

@@ -10,7 +10,8 @@
 
 use burn::tensor::{backend::Backend, Int, Tensor};
 
-use super::{budget, index_tensor, log_softmax, rows, token_tensor, IncrementalDecoder};
+use super::log_probs::LogProbs;
+use super::{budget, index_tensor, rows, token_tensor, IncrementalDecoder};
 
 /// Settings of [`beam_search`].
 #[derive(Clone, Debug, PartialEq)]
@@ -73,8 +74,8 @@ pub fn beam_search<B: Backend, M: IncrementalDecoder<B>>(
     let logits = model.step(prompt, &mut cache);
     let expand: Vec<usize> = (0..batch * width).map(|r| r / width).collect();
     let mut cache = model.reorder(cache, index_tensor(&expand, &device));
-    let first: Vec<Vec<f64>> = rows(logits).iter().map(|r| log_softmax(r)).collect();
-    let mut log_probs: Vec<Vec<f64>> = expand.iter().map(|&b| first[b].clone()).collect();
+    let first: Vec<LogProbs> = rows(logits).into_iter().map(LogProbs::new).collect();
+    let mut log_probs: Vec<LogProbs> = expand.iter().map(|&b| first[b].clone()).collect();
     let steps = budget(options.max_new_tokens, model.cached_len(&cache), model.max_len());
 
     let mut beams: Vec<Vec<Beam>> = vec![vec![Beam { tokens: Vec::new(), log_prob: 0.0 }]; batch];
@@ -135,10 +136,11 @@ pub fn beam_search<B: Backend, M: IncrementalDecoder<B>>(
         if done.iter().all(|&d| d) {
             break;
         }
-        // 5. Reorder the cache to the chosen parents and feed the chosen tokens.
-        cache = model.reorder(cache, index_tensor(&parents, &device));
+        // 5. Reorder the cache to the chosen parents (each within its own row's beams) and
+        //    feed the chosen tokens.
+        cache = model.reorder_beams(cache, index_tensor(&parents, &device));
         let logits = model.step(token_tensor(&fed, &device), &mut cache);
-        log_probs = rows(logits).iter().map(|r| log_softmax(r)).collect();
+        log_probs = rows(logits).into_iter().map(LogProbs::new).collect();
     }
 
     finished
@@ -157,15 +159,12 @@ pub fn beam_search<B: Backend, M: IncrementalDecoder<B>>(
 
 /// The `k` best `(beam, token, log P)` extensions, best first; ties go to the lower beam,
 /// then the lower token id.
-fn best_extensions<'a>(beams: &[Beam], log_probs: impl Fn(usize) -> &'a Vec<f64>, k: usize) -> Vec<(usize, u32, f64)> {
+fn best_extensions<'a>(beams: &[Beam], log_probs: impl Fn(usize) -> &'a LogProbs, k: usize) -> Vec<(usize, u32, f64)> {
     let mut all: Vec<(usize, u32, f64)> = Vec::new();
     for (w, beam) in beams.iter().enumerate() {
         let row = log_probs(w);
         // Only this beam's k best tokens can be among the overall k best.
-        let mut order: Vec<usize> = (0..row.len()).collect();
-        let k_here = k.min(order.len());
-        order.select_nth_unstable_by(k_here - 1, |&a, &b| row[b].total_cmp(&row[a]).then(a.cmp(&b)));
-        all.extend(order[..k_here].iter().map(|&t| (w, t as u32, beam.log_prob + row[t])));
+        all.extend(row.top(k).into_iter().map(|t| (w, t as u32, beam.log_prob + row.get(t))));
     }
     all.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)).then(a.1.cmp(&b.1)));
     all.truncate(k);

@@ -14,6 +14,7 @@
 
 mod beam;
 mod greedy;
+mod log_probs;
 mod sample;
 
 pub use beam::{beam_search, length_penalty, BeamOptions, Hypothesis};
@@ -44,6 +45,14 @@ pub trait IncrementalDecoder<B: Backend> {
     /// # Shapes
     /// - `indices`: `[new_batch]`
     fn reorder(&self, cache: Self::Cache, indices: Tensor<B, 1, Int>) -> Self::Cache;
+
+    /// [`reorder`](Self::reorder) for beam search after its first step: the rows come in
+    /// groups of beams of one input (rows `b·width .. (b+1)·width`), and each new row's
+    /// parent lies in its own group, so what the group's rows share (an encoder-decoder's
+    /// source memory) need not move. By default the same as `reorder`.
+    fn reorder_beams(&self, cache: Self::Cache, indices: Tensor<B, 1, Int>) -> Self::Cache {
+        self.reorder(cache, indices)
+    }
 
     /// Positions `cache` holds.
     fn cached_len(&self, cache: &Self::Cache) -> usize;
@@ -121,6 +130,10 @@ impl<B: Backend> IncrementalDecoder<B> for TranslationModel<B> {
         cache.select(indices)
     }
 
+    fn reorder_beams(&self, cache: Seq2seqCache<B>, indices: Tensor<B, 1, Int>) -> Seq2seqCache<B> {
+        cache.select_target(indices)
+    }
+
     fn cached_len(&self, cache: &Seq2seqCache<B>) -> usize {
         cache.len
     }
@@ -163,14 +176,6 @@ pub(crate) fn argmax(row: &[f32]) -> usize {
         }
     }
     best
-}
-
-/// `log softmax(row)` in `f64`.
-pub(crate) fn log_softmax(row: &[f32]) -> Vec<f64> {
-    let max = row.iter().fold(f64::NEG_INFINITY, |m, &x| m.max(x as f64));
-    let sum: f64 = row.iter().map(|&x| (x as f64 - max).exp()).sum();
-    let log_sum = max + sum.ln();
-    row.iter().map(|&x| x as f64 - log_sum).collect()
 }
 
 /// Step-by-step feeding for [`greedy`] and [`sample`], one token per row after the prompt.

@@ -48,6 +48,7 @@ mod attention;
 mod autodiff;
 mod composed;
 mod composed_norm;
+mod concat;
 mod cpu;
 mod cross_entropy;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
@@ -287,6 +288,7 @@ pub trait FusedOps: Backend {
 pub(crate) const INV_SQRT_2PI: f64 = 0.398_942_280_401_432_7;
 
 pub use attention::attention;
+pub use concat::cat_pair;
 pub use cross_entropy::cross_entropy;
 pub(crate) use dispatch::is_cpu_backend;
 pub use dispatch::{gpu_kernels_from_env, parse_gpu_kernels, GpuKernels};
