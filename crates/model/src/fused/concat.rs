@@ -38,8 +38,9 @@ fn cpu(a: F, b: F, axis: usize) -> F {
     }
 }
 
-/// `Tensor::cat([a, b], axis)`, in one copy on the CPU backend (inference: no gradient is
-/// tracked through it on any backend other than Burn's own `cat`).
+/// `Tensor::cat([a, b], axis)`: in one copy on `NdArray<f32>` (the inference backend, which
+/// tracks no gradients); every other backend, `Autodiff<NdArray<f32>>` included, takes Burn's
+/// `cat` and its gradient.
 pub fn cat_pair<B: Backend, const D: usize>(a: Tensor<B, D>, b: Tensor<B, D>, axis: usize) -> Tensor<B, D> {
     if is::<B, NdArray<f32>>() {
         let [a, b] = [a, b].map(|t| same::<Tensor<B, D>, Tensor<NdArray<f32>, D>>(t).into_primitive().tensor());
