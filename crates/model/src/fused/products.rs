@@ -5,9 +5,10 @@
 //! rows where they sum over many ([`rows_product`]). Attention's per-head products stay Burn's.
 //!
 //! Ours computes the same products (the tests in `fused/cube/product_tests.rs`) and stays
-//! opt-in: on an H200, nanoGPT's GPU configuration trained at 0.81x CubeCL's tokens/s with it
-//! on wgpu and 0.45x on burn-cuda (docs/benchmarks.md, "The H200 again"). Its 128 × 128 tiles
-//! fill the GPU only for large outputs (up to 17 TFLOP/s there in `bench products`).
+//! opt-in: on an H200 its first form (scalar reads of shared memory) trained nanoGPT's GPU
+//! configuration at 0.81x CubeCL's tokens/s on wgpu and 0.45x on burn-cuda (docs/benchmarks.md,
+//! "The H200 again"), up to 17 TFLOP/s where its 128 × 128 tiles filled the GPU. The present
+//! form reads shared memory four floats at a time; it has not yet run on a GPU.
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{DType, FloatDType, Tensor};

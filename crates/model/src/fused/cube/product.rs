@@ -3,17 +3,20 @@
 //! `[k, n]`, or a batch of them, with each operand read through its strides (a transposed view
 //! costs no copy).
 //!
-//! The kernel is the classic register-blocked one: a cube of 256 units computes a 128 × 128
-//! tile of `C`, each unit an 8 × 8 block of it in registers (64 accumulators, `f32` whatever
-//! the tensors' type), walking `k` in steps of 8. Each step stages `A`'s 128 × 8 and `B`'s
-//! 8 × 128 slices in shared memory (each unit loads four elements of each, in the order that
-//! keeps a warp's reads of global memory side by side for either layout of the operand), and
-//! the next step's elements are loaded into registers while this step multiplies. A unit's
-//! rows are `ty + 16·i` and its columns `tx + 16·j`: its reads of shared memory are then
-//! broadcasts or consecutive words (no bank conflicts), and its writes of `C` consecutive
-//! columns across the warp. Why: on an H200 CubeCL's f32 products (its register-tile "unit"
-//! matmuls, the only ones without tensor cores) ran at 12-17 TFLOP/s forward and 2.4-9.7 for the
-//! weight gradients, against the 36 PyTorch's f32 step implies (docs/benchmarks.md).
+//! The kernel is the classic register-blocked one with vectorized shared memory: a cube of 256
+//! units computes a 128 × 128 tile of `C`, each unit an 8 × 8 block of it in registers (64
+//! accumulators as 16 four-wide vectors, `f32` whatever the tensors' type), walking `k` in steps
+//! of 8. Each step stages `A`'s 128 × 8 and `B`'s 8 × 128 slices in shared memory as rows of
+//! four-wide vectors along the tile's side (each unit loads four neighbouring rows at one `k`,
+//! in the order that keeps a warp's reads of global memory side by side for either layout of
+//! the operand, and stores them as one vector), and the next step's elements are loaded into
+//! registers while this step multiplies. A unit's rows are `4·ty + 64·h + i` and its columns
+//! `4·tx + 64·g + j` (`h, g ∈ {0, 1}`, `i, j < 4`): each step along `k` reads two vectors of
+//! `A` (broadcasts across the warp) and two of `B` (consecutive), four 128-bit reads of shared
+//! memory for 64 multiply-adds where scalar reads took sixteen. Why: on an H200 CubeCL's f32
+//! products (its register-tile "unit" matmuls, the only ones without tensor cores) ran at
+//! 12-17 TFLOP/s forward and 2.4-9.7 for the weight gradients, against the 36 PyTorch's f32
+//! step implies, and this kernel's scalar-read form reached 17.3 at best (docs/benchmarks.md).
 
 use burn::tensor::{Shape, TensorMetadata};
 use burn_cubecl::kernel::into_contiguous;
@@ -23,20 +26,21 @@ use cubecl::prelude::*;
 
 use super::empty;
 
+/// Four `f32` side by side: a row of shared memory's unit, and a quarter of a unit's rows.
+type Four = Vector<f32, Const<4>>;
+
 /// Rows (and columns) of `C` per cube.
 const TILE: usize = 128;
 /// The step along `k`.
 const DEPTH: usize = 8;
-/// Rows (and columns) of `C` per unit.
-const PER_UNIT: usize = 8;
-/// Units along a side of the tile (`TILE / PER_UNIT`).
+/// Units along a side of the tile: each takes 8 of its rows (columns), as two groups of 4.
 const SIDE: usize = 16;
 /// Units per cube (`SIDE²`).
 const UNITS: u32 = 256;
-/// A staged row of shared memory: `TILE` words and 4 of padding, so that the loads of one
-/// warp (8 steps of `k` × 4 rows, when `k` is the operand's contiguous axis) fall in 32
-/// different banks.
-const STAGE_ROW: usize = TILE + 4;
+/// A staged row of shared memory in vectors: the tile's `TILE / 4` and one of padding. An odd
+/// count puts the eight `k` of one row group that eight consecutive units store (when `k` is
+/// the operand's contiguous axis) in eight different groups of four banks.
+const STAGE_ROW: usize = TILE / 4 + 1;
 
 /// Element `(r, k)` of an operand at `base` with strides `rs`, `ks`, or 0 outside `rows` × `depth`.
 #[cube]
@@ -58,10 +62,22 @@ fn load<F: Float>(
     value
 }
 
-/// Loads this unit's four elements of the `DEPTH × TILE` slice of an operand at step `k0`
-/// (its rows `r0..r0 + TILE` along the tile's side): into `staged[j]`, with their place in
-/// the stage in `places[j]`. `k_contiguous`: the operand's `k` axis has stride 1 (then 8
-/// consecutive units read 8 consecutive `k` of one row), else its row axis has.
+/// This unit's row group and `k` within a `DEPTH × TILE` slice of an operand:
+/// `k_contiguous` (the operand's `k` axis has stride 1): 8 consecutive units read 8
+/// consecutive `k` of one row; else 32 consecutive units read 128 consecutive rows at one `k`.
+#[cube]
+fn place(#[comptime] k_contiguous: bool) -> (usize, usize) {
+    let unit = UNIT_POS_X as usize;
+    let mut group = unit % (TILE / 4);
+    let mut k = unit / (TILE / 4);
+    if comptime![k_contiguous] {
+        group = unit / DEPTH;
+        k = unit % DEPTH;
+    }
+    (group, k)
+}
+
+/// This unit's four rows `r0 + 4·group ..` of an operand at `k0 + k`, as one vector.
 #[cube]
 #[allow(clippy::too_many_arguments)]
 fn fetch<F: Float>(
@@ -73,22 +89,15 @@ fn fetch<F: Float>(
     depth: usize,
     rs: usize,
     ks: usize,
-    staged: &mut Array<f32>,
-    places: &mut Array<u32>,
-    #[comptime] k_contiguous: bool,
-) {
-    let unit = UNIT_POS_X as usize;
+    group: usize,
+    k: usize,
+) -> Four {
+    let mut four = Four::empty();
     #[unroll]
-    for j in 0..4usize {
-        let mut r = unit % TILE;
-        let mut k = unit / TILE + j * 2;
-        if comptime![k_contiguous] {
-            r = unit / DEPTH + j * (TILE / 4);
-            k = unit % DEPTH;
-        }
-        staged[j] = load::<F>(x, base, r0 + r, k0 + k, rows, depth, rs, ks);
-        places[j] = (k * STAGE_ROW + r) as u32;
+    for i in 0..4usize {
+        four[i] = load::<F>(x, base, r0 + 4 * group + i, k0 + k, rows, depth, rs, ks);
     }
+    four
 }
 
 /// `c = a·b`, batched along `CUBE_POS_Z` when `batched` (rank 3; an operand with one matrix
@@ -130,46 +139,42 @@ pub fn product_kernel<F: Float>(
     let ty = unit / SIDE;
     let tx = unit % SIDE;
 
-    let mut stage_a = SharedMemory::<f32>::new(DEPTH * STAGE_ROW);
-    let mut stage_b = SharedMemory::<f32>::new(DEPTH * STAGE_ROW);
-    let mut acc = Array::<f32>::new(PER_UNIT * PER_UNIT);
+    let mut stage_a = SharedMemory::<Four>::new(DEPTH * STAGE_ROW);
+    let mut stage_b = SharedMemory::<Four>::new(DEPTH * STAGE_ROW);
+    // acc[(4·h + i)·2 + g]: row `4·ty + 64·h + i`, columns `4·tx + 64·g ..`.
+    let mut acc = Array::<Four>::new(16usize);
     #[unroll]
-    for i in 0usize..PER_UNIT * PER_UNIT {
-        acc[i] = 0.0f32;
+    for i in 0usize..16 {
+        acc[i] = Four::zeroed();
     }
-    let mut col_a = Array::<f32>::new(PER_UNIT);
-    let mut row_b = Array::<f32>::new(PER_UNIT);
-    let mut next_a = Array::<f32>::new(4usize);
-    let mut next_b = Array::<f32>::new(4usize);
-    let mut at_a = Array::<u32>::new(4usize);
-    let mut at_b = Array::<u32>::new(4usize);
+    let (a_group, a_k) = place(a_k_contiguous);
+    let (b_group, b_k) = place(b_k_contiguous);
+    let a_at = a_k * STAGE_ROW + a_group;
+    let b_at = b_k * STAGE_ROW + b_group;
 
-    fetch::<F>(a, a_base, row0, 0usize, m, depth, a_rs, a_ks, &mut next_a, &mut at_a, a_k_contiguous);
-    fetch::<F>(b, b_base, col0, 0usize, n, depth, b_rs, b_ks, &mut next_b, &mut at_b, b_k_contiguous);
+    let mut next_a = fetch::<F>(a, a_base, row0, 0usize, m, depth, a_rs, a_ks, a_group, a_k);
+    let mut next_b = fetch::<F>(b, b_base, col0, 0usize, n, depth, b_rs, b_ks, b_group, b_k);
     let mut k0 = 0usize;
     while k0 < depth {
-        #[unroll]
-        for j in 0..4usize {
-            stage_a[at_a[j] as usize] = next_a[j];
-            stage_b[at_b[j] as usize] = next_b[j];
-        }
+        stage_a[a_at] = next_a;
+        stage_b[b_at] = next_b;
         sync_cube();
         // The next step's elements travel while this step multiplies (zeros past the end).
-        fetch::<F>(a, a_base, row0, k0 + DEPTH, m, depth, a_rs, a_ks, &mut next_a, &mut at_a, a_k_contiguous);
-        fetch::<F>(b, b_base, col0, k0 + DEPTH, n, depth, b_rs, b_ks, &mut next_b, &mut at_b, b_k_contiguous);
+        next_a = fetch::<F>(a, a_base, row0, k0 + DEPTH, m, depth, a_rs, a_ks, a_group, a_k);
+        next_b = fetch::<F>(b, b_base, col0, k0 + DEPTH, n, depth, b_rs, b_ks, b_group, b_k);
         #[unroll]
         for k in 0usize..DEPTH {
+            let a0 = stage_a[k * STAGE_ROW + ty];
+            let a1 = stage_a[k * STAGE_ROW + SIDE + ty];
+            let b0 = stage_b[k * STAGE_ROW + tx];
+            let b1 = stage_b[k * STAGE_ROW + SIDE + tx];
             #[unroll]
-            for i in 0usize..PER_UNIT {
-                col_a[i] = stage_a[k * STAGE_ROW + ty + SIDE * i];
-                row_b[i] = stage_b[k * STAGE_ROW + tx + SIDE * i];
-            }
-            #[unroll]
-            for i in 0usize..PER_UNIT {
-                #[unroll]
-                for j in 0usize..PER_UNIT {
-                    acc[i * PER_UNIT + j] += col_a[i] * row_b[j];
-                }
+            for i in 0usize..4 {
+                let (x0, x1) = (Four::new(a0[i]), Four::new(a1[i]));
+                acc[i * 2] += x0 * b0;
+                acc[i * 2 + 1] += x0 * b1;
+                acc[(4 + i) * 2] += x1 * b0;
+                acc[(4 + i) * 2 + 1] += x1 * b1;
             }
         }
         sync_cube();
@@ -178,13 +183,20 @@ pub fn product_kernel<F: Float>(
 
     let (c_rs, c_cs) = (c.stride(axis), c.stride(next));
     #[unroll]
-    for i in 0usize..PER_UNIT {
-        let row = row0 + ty + SIDE * i;
+    for h in 0usize..2 {
         #[unroll]
-        for j in 0usize..PER_UNIT {
-            let col = col0 + tx + SIDE * j;
-            if row < m && col < n {
-                c[c_base + row * c_rs + col * c_cs] = F::cast_from(acc[i * PER_UNIT + j]);
+        for i in 0usize..4 {
+            let row = row0 + 64 * h + 4 * ty + i;
+            #[unroll]
+            for g in 0usize..2 {
+                let four = acc[(4 * h + i) * 2 + g];
+                #[unroll]
+                for j in 0usize..4 {
+                    let col = col0 + 64 * g + 4 * tx + j;
+                    if row < m && col < n {
+                        c[c_base + row * c_rs + col * c_cs] = F::cast_from(four[j]);
+                    }
+                }
             }
         }
     }
