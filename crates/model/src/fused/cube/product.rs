@@ -6,17 +6,19 @@
 //! The kernel is the classic register-blocked one with vectorized shared memory: a cube of 256
 //! units computes a 128 × 128 tile of `C`, each unit an 8 × 8 block of it in registers (64
 //! accumulators as 16 four-wide vectors, `f32` whatever the tensors' type), walking `k` in steps
-//! of 8. Each step stages `A`'s 128 × 8 and `B`'s 8 × 128 slices in shared memory as rows of
+//! of 8. `A`'s 128 × 8 and `B`'s 8 × 128 slices are staged in shared memory as rows of
 //! four-wide vectors along the tile's side (each unit loads four neighbouring rows at one `k`,
 //! in the order that keeps a warp's reads of global memory side by side for either layout of
-//! the operand, and stores them as one vector), and the next step's elements are loaded into
-//! registers while this step multiplies. A unit's rows are `4·ty + 64·h + i` and its columns
-//! `4·tx + 64·g + j` (`h, g ∈ {0, 1}`, `i, j < 4`): each step along `k` reads two vectors of
-//! `A` (broadcasts across the warp) and two of `B` (consecutive), four 128-bit reads of shared
-//! memory for 64 multiply-adds where scalar reads took sixteen. Why: on an H200 CubeCL's f32
+//! the operand, and stores them as one vector), in two stages: while a step multiplies out of
+//! one, the next step's elements are loaded into registers and then stored into the other, one
+//! synchronization a step. A unit's rows are `4·ty + 64·h + i` and its columns `4·tx + 64·g +
+//! j` (`h, g ∈ {0, 1}`, `i, j < 4`), a warp's units 4 `ty` by 8 `tx`: each step along `k` reads
+//! two vectors of `A` and two of `B`, four 128-bit reads of shared memory (each 64 or 128
+//! distinct bytes across the warp) for 64 multiply-adds, where the first form of this kernel
+//! (scalar reads, two synchronizations a step) took sixteen. Why: on an H200 CubeCL's f32
 //! products (its register-tile "unit" matmuls, the only ones without tensor cores) ran at
 //! 12-17 TFLOP/s forward and 2.4-9.7 for the weight gradients, against the 36 PyTorch's f32
-//! step implies, and this kernel's scalar-read form reached 17.3 at best (docs/benchmarks.md).
+//! step implies, and the first form reached 17.3 at best (docs/benchmarks.md).
 
 use burn::tensor::{Shape, TensorMetadata};
 use burn_cubecl::kernel::into_contiguous;
@@ -41,6 +43,8 @@ const UNITS: u32 = 256;
 /// count puts the eight `k` of one row group that eight consecutive units store (when `k` is
 /// the operand's contiguous axis) in eight different groups of four banks.
 const STAGE_ROW: usize = TILE / 4 + 1;
+/// One stage of an operand: `DEPTH` rows.
+const STAGE: usize = DEPTH * STAGE_ROW;
 
 /// Element `(r, k)` of an operand at `base` with strides `rs`, `ks`, or 0 outside `rows` × `depth`.
 #[cube]
@@ -136,11 +140,17 @@ pub fn product_kernel<F: Float>(
     let row0 = CUBE_POS_Y as usize * TILE;
     let col0 = CUBE_POS_X as usize * TILE;
     let unit = UNIT_POS_X as usize;
-    let ty = unit / SIDE;
-    let tx = unit % SIDE;
+    // A warp (32 units) takes 4 `ty` by 8 `tx`: its reads of a step's two vectors of `A` are
+    // 4 distinct words of 16 bytes (64 bytes), of `B` 8 (128 bytes), one pass of shared
+    // memory's 128 bytes each, where 2 × 16 would take one and two.
+    let (warp, lane) = (unit / 32, unit % 32);
+    let ty = (warp / 2) * 4 + lane / 8;
+    let tx = (warp % 2) * 8 + lane % 8;
 
-    let mut stage_a = SharedMemory::<Four>::new(DEPTH * STAGE_ROW);
-    let mut stage_b = SharedMemory::<Four>::new(DEPTH * STAGE_ROW);
+    // Two stages of each operand: a step multiplies out of one while the next step's slice is
+    // stored into the other, so one synchronization a step suffices.
+    let mut stage_a = SharedMemory::<Four>::new(2 * STAGE);
+    let mut stage_b = SharedMemory::<Four>::new(2 * STAGE);
     // acc[(4·h + i)·2 + g]: row `4·ty + 64·h + i`, columns `4·tx + 64·g ..`.
     let mut acc = Array::<Four>::new(16usize);
     #[unroll]
@@ -152,22 +162,22 @@ pub fn product_kernel<F: Float>(
     let a_at = a_k * STAGE_ROW + a_group;
     let b_at = b_k * STAGE_ROW + b_group;
 
-    let mut next_a = fetch::<F>(a, a_base, row0, 0usize, m, depth, a_rs, a_ks, a_group, a_k);
-    let mut next_b = fetch::<F>(b, b_base, col0, 0usize, n, depth, b_rs, b_ks, b_group, b_k);
+    stage_a[a_at] = fetch::<F>(a, a_base, row0, 0usize, m, depth, a_rs, a_ks, a_group, a_k);
+    stage_b[b_at] = fetch::<F>(b, b_base, col0, 0usize, n, depth, b_rs, b_ks, b_group, b_k);
+    sync_cube();
+    let mut this = 0usize;
     let mut k0 = 0usize;
     while k0 < depth {
-        stage_a[a_at] = next_a;
-        stage_b[b_at] = next_b;
-        sync_cube();
         // The next step's elements travel while this step multiplies (zeros past the end).
-        next_a = fetch::<F>(a, a_base, row0, k0 + DEPTH, m, depth, a_rs, a_ks, a_group, a_k);
-        next_b = fetch::<F>(b, b_base, col0, k0 + DEPTH, n, depth, b_rs, b_ks, b_group, b_k);
+        let next_a = fetch::<F>(a, a_base, row0, k0 + DEPTH, m, depth, a_rs, a_ks, a_group, a_k);
+        let next_b = fetch::<F>(b, b_base, col0, k0 + DEPTH, n, depth, b_rs, b_ks, b_group, b_k);
         #[unroll]
         for k in 0usize..DEPTH {
-            let a0 = stage_a[k * STAGE_ROW + ty];
-            let a1 = stage_a[k * STAGE_ROW + SIDE + ty];
-            let b0 = stage_b[k * STAGE_ROW + tx];
-            let b1 = stage_b[k * STAGE_ROW + SIDE + tx];
+            let at = this + k * STAGE_ROW;
+            let a0 = stage_a[at + ty];
+            let a1 = stage_a[at + SIDE + ty];
+            let b0 = stage_b[at + tx];
+            let b1 = stage_b[at + SIDE + tx];
             #[unroll]
             for i in 0usize..4 {
                 let (x0, x1) = (Four::new(a0[i]), Four::new(a1[i]));
@@ -177,7 +187,12 @@ pub fn product_kernel<F: Float>(
                 acc[(4 + i) * 2 + 1] += x1 * b1;
             }
         }
+        // The other stage was last read before the previous synchronization.
+        let other = STAGE - this;
+        stage_a[other + a_at] = next_a;
+        stage_b[other + b_at] = next_b;
         sync_cube();
+        this = other;
         k0 += DEPTH;
     }
 
