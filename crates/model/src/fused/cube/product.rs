@@ -7,9 +7,10 @@
 //! units computes a 128 × 128 tile of `C`, each unit an 8 × 8 block of it in registers (64
 //! accumulators as 16 four-wide vectors, `f32` whatever the tensors' type), walking `k` in steps
 //! of 8. `A`'s 128 × 8 and `B`'s 8 × 128 slices are staged in shared memory as rows of
-//! four-wide vectors along the tile's side (each unit loads four neighbouring rows at one `k`,
-//! in the order that keeps a warp's reads of global memory side by side for either layout of
-//! the operand, and stores them as one vector), in two stages: while a step multiplies out of
+//! four-wide vectors along the tile's side (each unit loads four neighbouring rows at one `k`
+//! and stores them as one vector: where `k` is the operand's contiguous axis, 8 consecutive
+//! units read 8 consecutive words; where its rows are, each of a warp's four loads reads every
+//! fourth word of 128 consecutive rows, which the four together cover), in two stages: while a step multiplies out of
 //! one, the next step's elements are loaded into registers and then stored into the other, one
 //! synchronization a step. A unit's rows are `4·ty + 64·h + i` and its columns `4·tx + 64·g +
 //! j` (`h, g ∈ {0, 1}`, `i, j < 4`), a warp's units 4 `ty` by 8 `tx`: each step along `k` reads
@@ -68,7 +69,8 @@ fn load<F: Float>(
 
 /// This unit's row group and `k` within a `DEPTH × TILE` slice of an operand:
 /// `k_contiguous` (the operand's `k` axis has stride 1): 8 consecutive units read 8
-/// consecutive `k` of one row; else 32 consecutive units read 128 consecutive rows at one `k`.
+/// consecutive `k` of one row; else 32 consecutive units read 128 consecutive rows at one `k`
+/// (four each: a load instruction of the warp reads every fourth word, the four of them all).
 #[cube]
 fn place(#[comptime] k_contiguous: bool) -> (usize, usize) {
     let unit = UNIT_POS_X as usize;
@@ -106,7 +108,7 @@ fn fetch<F: Float>(
 
 /// `c = a·b`, batched along `CUBE_POS_Z` when `batched` (rank 3; an operand with one matrix
 /// is shared by the batch), over `[m, k]`, `[k, n]`, `[m, n]` otherwise.
-#[cube(launch)]
+#[cube(launch_unchecked)]
 pub fn product_kernel<F: Float>(
     a: &Tensor<F>,
     b: &Tensor<F>,
@@ -239,24 +241,33 @@ pub(super) fn product<R: CubeRuntime>(a: CubeTensor<R>, b: CubeTensor<R>) -> Cub
     let (sa, sb) = (a.shape(), b.shape());
     let rank = sa.num_dims();
     assert!(rank == sb.num_dims() && (rank == 2 || rank == 3), "product of ranks {sa:?} and {sb:?}");
+    // The kernel's reads stay inside the operands only for matching shapes.
+    assert_eq!(sa[rank - 1], sb[rank - 2], "product of {sa:?} and {sb:?}: inner sizes differ");
+    assert!(rank == 2 || sa[0] == sb[0] || sa[0] == 1 || sb[0] == 1, "product of {sa:?} and {sb:?}: batches differ");
     let (m, n) = (sa[rank - 2], sb[rank - 1]);
     let batch = if rank == 3 { sa[0].max(sb[0]) } else { 1 };
     let out = empty(&a, if rank == 3 { Shape::new([batch, m, n]) } else { Shape::new([m, n]) });
     let count = CubeCount::Static(n.div_ceil(TILE) as u32, m.div_ceil(TILE) as u32, batch as u32);
     let dtype = a.dtype.into();
-    product_kernel::launch::<R>(
-        &a.client.clone(),
-        count,
-        CubeDim::new_1d(UNITS),
-        a.into_tensor_arg(),
-        b.into_tensor_arg(),
-        out.clone().into_tensor_arg(),
-        rank == 3,
-        a_k,
-        // `B`'s `k` is its second-last axis: contiguous when its last axis is not.
-        !b_n,
-        dtype,
-    );
+    // SAFETY: every read of an operand is guarded by its rows and depth, every write of `out`
+    // by its rows and columns (`load`, the final loop), the shapes match (asserted above) and
+    // the batch index is below `out`'s batch and each operand's (or the operand has one
+    // matrix); shared memory is indexed below its size (`2·STAGE`); the loop over `k` ends.
+    unsafe {
+        product_kernel::launch_unchecked::<R>(
+            &a.client.clone(),
+            count,
+            CubeDim::new_1d(UNITS),
+            a.into_tensor_arg(),
+            b.into_tensor_arg(),
+            out.clone().into_tensor_arg(),
+            rank == 3,
+            a_k,
+            // `B`'s `k` is its second-last axis: contiguous when its last axis is not.
+            !b_n,
+            dtype,
+        );
+    }
     out
 }
 
