@@ -63,7 +63,7 @@ pub fn attention_with_scale<B: Backend>(
         scores = scores.mask_fill(mask.expand([batch, heads, queries, keys]), MASKED_SCORE);
     }
     let weights = softmax_last(scores);
-    let context = dropout.forward(weights.clone()).matmul(v);
+    let context = crate::fused::dropout(dropout, weights.clone()).matmul(v);
     (context, weights)
 }
 

@@ -100,7 +100,7 @@ impl<B: Backend> LanguageModel<B> {
     /// - `tokens`: `[batch, len]`
     /// - output: (`[batch, len, vocab]`, `n_layers` × `[batch, heads, len, len]`)
     pub fn forward_bidirectional(&self, tokens: Tensor<B, 2, Int>) -> (Tensor<B, 3>, Vec<Tensor<B, 4>>) {
-        let mut x = self.dropout.forward(self.positions.forward(self.embedding.forward(tokens), 0));
+        let mut x = crate::fused::dropout(&self.dropout, self.positions.forward(self.embedding.forward(tokens), 0));
         let mut weights = Vec::with_capacity(self.layers.len());
         for layer in &self.layers {
             let out = layer.forward(x, None);
@@ -131,7 +131,7 @@ impl<B: Backend> LanguageModel<B> {
         let [_, new] = tokens.dims();
         let offset = cache.len;
         let device = tokens.device();
-        let x = self.dropout.forward(self.positions.forward(self.embedding.forward(tokens), offset));
+        let x = crate::fused::dropout(&self.dropout, self.positions.forward(self.embedding.forward(tokens), offset));
         let causal = causal_mask::<B>(new, offset + new, offset, &device);
         let mask = combine(Some(causal), key_padding.map(crate::mask::padding_mask));
         let mut x = x;

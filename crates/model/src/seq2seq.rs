@@ -155,7 +155,7 @@ impl<B: Backend> TranslationModel<B> {
         source_padding: Option<Tensor<B, 2, Bool>>,
     ) -> (Memory<B>, Vec<Tensor<B, 4>>) {
         let embedding = self.source_embedding.as_ref().unwrap_or(&self.target_embedding);
-        let x = self.dropout.forward(self.positions.forward(embedding.forward(source), 0));
+        let x = crate::fused::dropout(&self.dropout, self.positions.forward(embedding.forward(source), 0));
         let mask = source_padding.clone().map(padding_mask);
         let (x, weights) = self.encoder.forward(x, mask);
         (Memory { x, padding: source_padding }, weights)
@@ -189,7 +189,7 @@ impl<B: Backend> TranslationModel<B> {
         let [_, new] = target.dims();
         let offset = cache.len;
         let x = self.target_embedding.forward(target);
-        let x = self.dropout.forward(self.positions.forward(x, offset));
+        let x = crate::fused::dropout(&self.dropout, self.positions.forward(x, offset));
         let self_mask = causal_mask::<B>(new, offset + new, offset, &x.device());
         let cross_mask = cache.source_padding.clone().map(padding_mask);
         let (x, outputs) =

@@ -29,11 +29,11 @@ pub fn residual<B: Backend, T>(
     match position {
         NormPosition::Post => {
             let (y, side) = sublayer(x.clone());
-            (norm.forward(x + dropout.forward(y)), side)
+            (norm.forward(x + crate::fused::dropout(dropout, y)), side)
         }
         NormPosition::Pre => {
             let (y, side) = sublayer(norm.forward(x.clone()));
-            (x + dropout.forward(y), side)
+            (x + crate::fused::dropout(dropout, y), side)
         }
     }
 }

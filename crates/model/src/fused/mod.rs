@@ -54,6 +54,7 @@ mod cross_entropy;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod cube;
 mod dispatch;
+mod dropout;
 mod embedding;
 mod erf;
 mod exp;
@@ -293,6 +294,7 @@ pub use cross_entropy::cross_entropy;
 pub(crate) use dispatch::is_cpu_backend;
 pub use dispatch::{gpu_kernels_from_env, parse_gpu_kernels, GpuKernels};
 use dispatch::{is, on_kernels, same};
+pub use dropout::dropout;
 pub use embedding::embedding;
 pub use linear::{linear, Weight};
 pub use norm::squared_norm;
