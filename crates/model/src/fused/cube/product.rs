@@ -203,13 +203,13 @@ pub fn product_kernel<F: Float>(
     for h in 0usize..2 {
         #[unroll]
         for i in 0usize..4 {
-            let row = row0 + 64 * h + 4 * ty + i;
+            let row = row0 + TILE / 2 * h + 4 * ty + i;
             #[unroll]
             for g in 0usize..2 {
                 let four = acc[(4 * h + i) * 2 + g];
                 #[unroll]
                 for j in 0usize..4 {
-                    let col = col0 + 64 * g + 4 * tx + j;
+                    let col = col0 + TILE / 2 * g + 4 * tx + j;
                     if row < m && col < n {
                         c[c_base + row * c_rs + col * c_cs] = F::cast_from(four[j]);
                     }
