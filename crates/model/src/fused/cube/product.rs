@@ -16,7 +16,10 @@
 //! j` (`h, g ∈ {0, 1}`, `i, j < 4`), a warp's units 4 `ty` by 8 `tx`: each step along `k` reads
 //! two vectors of `A` and two of `B`, four 128-bit reads of shared memory (each 64 or 128
 //! distinct bytes across the warp) for 64 multiply-adds, where the first form of this kernel
-//! (scalar reads, two synchronizations a step) took sixteen. Why: on an H200 CubeCL's f32
+//! (scalar reads, two synchronizations a step) took sixteen. An operand whose rows are
+//! contiguous (`B` = `W` in the forward, both operands of a weight gradient) is read from
+//! global memory as vectors of four rows, one 128-bit read where four were, and `C` is written
+//! four columns at a time, where the sizes allow ([`vectors_of_four_rows`]). Why: on an H200 CubeCL's f32
 //! products (its register-tile "unit" matmuls, the only ones without tensor cores) ran at
 //! 12-17 TFLOP/s forward and 2.4-9.7 for the weight gradients, against the 36 PyTorch's f32
 //! step implies, and the first form reached 17.3 at best (docs/benchmarks.md).
@@ -25,7 +28,9 @@ use burn::tensor::{Shape, TensorMetadata};
 use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::CubeRuntime;
+use cubecl::ir::VectorSize;
 use cubecl::prelude::*;
+use cubecl::try_tensor_vector_size_parallel;
 
 use super::empty;
 
@@ -47,11 +52,12 @@ const STAGE_ROW: usize = TILE / 4 + 1;
 /// One stage of an operand: `DEPTH` rows.
 const STAGE: usize = DEPTH * STAGE_ROW;
 
-/// Element `(r, k)` of an operand at `base` with strides `rs`, `ks`, or 0 outside `rows` × `depth`.
+/// Element `(r, k)` of an operand at `base` with strides `rs`, `ks`, or 0 outside `rows` × `depth`
+/// (an operand read one element at a time: `N` is 1).
 #[cube]
 #[allow(clippy::too_many_arguments)]
-fn load<F: Float>(
-    x: &Tensor<F>,
+fn load<F: Float, N: Size>(
+    x: &Tensor<Vector<F, N>>,
     base: usize,
     r: usize,
     k: usize,
@@ -62,7 +68,7 @@ fn load<F: Float>(
 ) -> f32 {
     let mut value = 0.0f32;
     if r < rows && k < depth {
-        value = f32::cast_from(x[base + r * rs + k * ks]);
+        value = f32::cast_from(x[base + r * rs + k * ks][0]);
     }
     value
 }
@@ -83,11 +89,13 @@ fn place(#[comptime] k_contiguous: bool) -> (usize, usize) {
     (group, k)
 }
 
-/// This unit's four rows `r0 + 4·group ..` of an operand at `k0 + k`, as one vector.
+/// This unit's four rows `r0 + 4·group ..` of an operand at `k0 + k`, as one vector: one
+/// 128-bit read where the operand comes in vectors of four rows (its rows contiguous, their
+/// count and every other stride multiples of 4: [`vectors_of_four_rows`]), else four reads.
 #[cube]
 #[allow(clippy::too_many_arguments)]
-fn fetch<F: Float>(
-    x: &Tensor<F>,
+fn fetch<F: Float, N: Size>(
+    x: &Tensor<Vector<F, N>>,
     base: usize,
     r0: usize,
     k0: usize,
@@ -98,10 +106,18 @@ fn fetch<F: Float>(
     group: usize,
     k: usize,
 ) -> Four {
-    let mut four = Four::empty();
-    #[unroll]
-    for i in 0..4usize {
-        four[i] = load::<F>(x, base, r0 + 4 * group + i, k0 + k, rows, depth, rs, ks);
+    let mut four = Four::zeroed();
+    let r = r0 + 4 * group;
+    if comptime![x.vector_size() == 4] {
+        // `rows` is a multiple of 4: the vector is wholly inside or wholly outside.
+        if r < rows && k0 + k < depth {
+            four = Four::cast_from(x[(base + r + (k0 + k) * ks) / 4]);
+        }
+    } else {
+        #[unroll]
+        for i in 0..4usize {
+            four[i] = load::<F, N>(x, base, r + i, k0 + k, rows, depth, rs, ks);
+        }
     }
     four
 }
@@ -109,10 +125,10 @@ fn fetch<F: Float>(
 /// `c = a·b`, batched along `CUBE_POS_Z` when `batched` (rank 3; an operand with one matrix
 /// is shared by the batch), over `[m, k]`, `[k, n]`, `[m, n]` otherwise.
 #[cube(launch_unchecked)]
-pub fn product_kernel<F: Float>(
-    a: &Tensor<F>,
-    b: &Tensor<F>,
-    c: &mut Tensor<F>,
+pub fn product_kernel<F: Float, NA: Size, NB: Size, NC: Size>(
+    a: &Tensor<Vector<F, NA>>,
+    b: &Tensor<Vector<F, NB>>,
+    c: &mut Tensor<Vector<F, NC>>,
     #[comptime] batched: bool,
     #[comptime] a_k_contiguous: bool,
     #[comptime] b_k_contiguous: bool,
@@ -164,15 +180,15 @@ pub fn product_kernel<F: Float>(
     let a_at = a_k * STAGE_ROW + a_group;
     let b_at = b_k * STAGE_ROW + b_group;
 
-    stage_a[a_at] = fetch::<F>(a, a_base, row0, 0usize, m, depth, a_rs, a_ks, a_group, a_k);
-    stage_b[b_at] = fetch::<F>(b, b_base, col0, 0usize, n, depth, b_rs, b_ks, b_group, b_k);
+    stage_a[a_at] = fetch::<F, NA>(a, a_base, row0, 0usize, m, depth, a_rs, a_ks, a_group, a_k);
+    stage_b[b_at] = fetch::<F, NB>(b, b_base, col0, 0usize, n, depth, b_rs, b_ks, b_group, b_k);
     sync_cube();
     let mut this = 0usize;
     let mut k0 = 0usize;
     while k0 < depth {
         // The next step's elements travel while this step multiplies (zeros past the end).
-        let next_a = fetch::<F>(a, a_base, row0, k0 + DEPTH, m, depth, a_rs, a_ks, a_group, a_k);
-        let next_b = fetch::<F>(b, b_base, col0, k0 + DEPTH, n, depth, b_rs, b_ks, b_group, b_k);
+        let next_a = fetch::<F, NA>(a, a_base, row0, k0 + DEPTH, m, depth, a_rs, a_ks, a_group, a_k);
+        let next_b = fetch::<F, NB>(b, b_base, col0, k0 + DEPTH, n, depth, b_rs, b_ks, b_group, b_k);
         #[unroll]
         for k in 0usize..DEPTH {
             let at = this + k * STAGE_ROW;
@@ -207,11 +223,18 @@ pub fn product_kernel<F: Float>(
             #[unroll]
             for g in 0usize..2 {
                 let four = acc[(4 * h + i) * 2 + g];
-                #[unroll]
-                for j in 0usize..4 {
-                    let col = col0 + TILE / 2 * g + 4 * tx + j;
+                let col = col0 + TILE / 2 * g + 4 * tx;
+                if comptime![c.vector_size() == 4] {
+                    // `n` is a multiple of 4 and `c`'s rows are contiguous: one 128-bit write.
                     if row < m && col < n {
-                        c[c_base + row * c_rs + col * c_cs] = F::cast_from(four[j]);
+                        c[(c_base + row * c_rs + col) / 4] = Vector::cast_from(four);
+                    }
+                } else {
+                    #[unroll]
+                    for j in 0usize..4 {
+                        if row < m && col + j < n {
+                            c[c_base + row * c_rs + (col + j) * c_cs] = Vector::new(F::cast_from(four[j]));
+                        }
                     }
                 }
             }
@@ -249,15 +272,26 @@ pub(super) fn product<R: CubeRuntime>(a: CubeTensor<R>, b: CubeTensor<R>) -> Cub
     let out = empty(&a, if rank == 3 { Shape::new([batch, m, n]) } else { Shape::new([m, n]) });
     let count = CubeCount::Static(n.div_ceil(TILE) as u32, m.div_ceil(TILE) as u32, batch as u32);
     let dtype = a.dtype.into();
+    // `A`'s rows are its second-last axis, `B`'s and `C`'s columns their last.
+    let (va, vb, vc) =
+        (vectors_of_four_rows(&a, false), vectors_of_four_rows(&b, true), vectors_of_four_rows(&out, true));
+    #[cfg(test)]
+    VECTORS.fetch_add([va, vb, vc].iter().filter(|&&v| v == 4).count(), std::sync::atomic::Ordering::Relaxed);
     // SAFETY: every read of an operand is guarded by its rows and depth, every write of `out`
     // by its rows and columns (`load`, the final loop), the shapes match (asserted above) and
     // the batch index is below `out`'s batch and each operand's (or the operand has one
-    // matrix); shared memory is indexed below its size (`2·STAGE`); the loop over `k` ends.
+    // matrix); shared memory is indexed below its size (`2·STAGE`); the loop over `k` ends. A
+    // vector of four is read or written only where `vectors_of_four_rows` found the rows
+    // contiguous and every offset a multiple of four, so that it starts at a multiple of four
+    // and lies wholly inside or wholly outside the guarded rows and columns.
     unsafe {
         product_kernel::launch_unchecked::<R>(
             &a.client.clone(),
             count,
             CubeDim::new_1d(UNITS),
+            va,
+            vb,
+            vc,
             a.into_tensor_arg(),
             b.into_tensor_arg(),
             out.clone().into_tensor_arg(),
@@ -269,6 +303,26 @@ pub(super) fn product<R: CubeRuntime>(a: CubeTensor<R>, b: CubeTensor<R>) -> Cub
         );
     }
     out
+}
+
+/// Operands and outputs the kernel has read or written as vectors of four rows (tests only).
+#[cfg(test)]
+pub(super) static VECTORS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// 4 where `x`'s rows (its last axis where `last`, else the one before) are contiguous, their
+/// count and every other axis's stride are multiples of 4 and the device reads four of its
+/// elements at once, so that the kernel reads (writes) four neighbouring rows as one vector; 1
+/// otherwise.
+fn vectors_of_four_rows<R: CubeRuntime>(x: &CubeTensor<R>, last: bool) -> VectorSize {
+    let rank = x.meta.num_dims();
+    let axis = if last { rank - 1 } else { rank - 2 };
+    let four = x.client.io_optimized_vector_sizes(x.dtype.size()).any(|size| size == 4);
+    let fits = try_tensor_vector_size_parallel(std::iter::once(4), x.meta.shape(), x.meta.strides(), axis);
+    if four && matches!(fits, Ok(4)) {
+        4
+    } else {
+        1
+    }
 }
 
 /// `x` (copied if neither of its last two axes has stride 1), and whether its last axis is the

@@ -115,7 +115,8 @@ fn merged_projections_on_wgpu_equal_three_products_on_cpu() {
 /// Our product kernel (`ATTEND_GPU_MATMUL=attend`) on wgpu, fused and unfused, against Burn's
 /// product on the CPU: shapes that end partway through a 128 × 128 tile and an 8-deep step,
 /// each operand plain or a transposed view (the kernel reads both through their strides), a
-/// batch, and a batch sharing one right-hand matrix.
+/// batch, and a batch sharing one right-hand matrix; with sizes that are not multiples of four
+/// (read element by element) and sizes that are (contiguous rows read four at a time).
 #[test]
 fn our_product_kernel_on_wgpu_equals_cpu_products_for_every_layout_and_ragged_shape() {
     use crate::fused::products::{product, CHOICE};
@@ -172,8 +173,26 @@ fn our_product_kernel_on_wgpu_equals_cpu_products_for_every_layout_and_ragged_sh
     check("batched, a transposed", [3, 9, 70], [3, 9, 260], (true, false));
     check("batched, one right-hand matrix", [3, 70, 9], [1, 9, 33], (false, false));
     let runs = super::CALLS.load(Ordering::Relaxed) - before;
-    CHOICE.with(|p| p.set(None));
     assert!(runs >= 14, "our kernel ran {runs} times for 14 products");
+
+    // Sizes that are multiples of four (but not of the tile or the step): each operand whose
+    // rows are contiguous, and every output, is read or written four rows at a time.
+    let vectors = super::product::VECTORS.load(Ordering::Relaxed);
+    let (m, n) = (132, 140);
+    let mut expected = 0;
+    for (a_t, b_t) in [(false, false), (true, false), (false, true), (true, true)] {
+        let a = if a_t { [k, m] } else { [m, k] };
+        let b = if b_t { [n, k] } else { [k, n] };
+        check("2-d, sizes of four", a, b, (a_t, b_t));
+        // Per backend: `A` where stored transposed, `B` where not, and `C`.
+        expected += 2 * (usize::from(a_t) + usize::from(!b_t) + 1);
+    }
+    check("batched, a transposed, sizes of four", [3, 9, 72], [3, 9, 260], (true, false));
+    check("batched, one right-hand matrix of four", [3, 72, 9], [1, 9, 36], (false, false));
+    expected += 2 * 3 + 2 * 2;
+    let vectors = super::product::VECTORS.load(Ordering::Relaxed) - vectors;
+    CHOICE.with(|p| p.set(None));
+    assert_eq!(vectors, expected, "operands and outputs read or written as vectors of four");
 }
 
 /// A linear map's value and gradients (input, weight) with our product kernel on wgpu equal
