@@ -296,6 +296,7 @@ pub use dispatch::{gpu_kernels_from_env, parse_gpu_kernels, GpuKernels};
 use dispatch::{is, on_kernels, same};
 pub use dropout::dropout;
 pub use embedding::embedding;
+pub use exp::log_sum_exp_f64;
 pub use linear::{linear, Weight};
 pub use norm::squared_norm;
 pub use products::{
