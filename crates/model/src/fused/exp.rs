@@ -47,8 +47,8 @@ pub fn exp_nonpositive(z: f32) -> f32 {
 const ROUND_F64: f64 = 6_755_399_441_055_744.0;
 /// `ln 2 = LN2_HI_F64 + LN2_LO_F64`, the high part with its last 32 bits zero (fdlibm's
 /// split), so that `n·LN2_HI_F64` is exact for the `|n| < 1,024` met here.
-const LN2_HI_F64: f64 = 6.931_471_803_691_238_164_9e-1;
-const LN2_LO_F64: f64 = 1.908_214_929_270_587_700_02e-10;
+const LN2_HI_F64: f64 = f64::from_bits(0x3FE6_2E42_FEE0_0000); // 6.93147180369123816490e-1
+const LN2_LO_F64: f64 = f64::from_bits(0x3DEA_39EF_3579_3C76); // 1.90821492927058770002e-10
 /// Below this `e^z` is 0 here (`e^−700 ≈ 1e-304`, still a normal `f64`, so that `2ⁿ` can be
 /// built from its exponent field).
 const FLOOR_F64: f64 = -700.0;
