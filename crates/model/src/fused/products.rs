@@ -8,7 +8,8 @@
 //! opt-in: on an H200 its first form (scalar reads of shared memory) trained nanoGPT's GPU
 //! configuration at 0.81x CubeCL's tokens/s on wgpu and 0.45x on burn-cuda (docs/benchmarks.md,
 //! "The H200 again"), up to 17 TFLOP/s where its 128 × 128 tiles filled the GPU. The present
-//! form reads shared memory four floats at a time; it has not yet run on a GPU.
+//! form reads shared memory four floats at a time, and operands with contiguous rows from
+//! global memory likewise; it has not yet run on a GPU.
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{DType, FloatDType, Tensor};
