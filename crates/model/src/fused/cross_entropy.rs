@@ -10,6 +10,9 @@
 //!
 //! The composed form keeps the log-probabilities (`[rows, V]`) and their gradient chain; the
 //! kernel keeps only the logits, reads each row once forward and writes `dz` once backward.
+//!
+//! The row's `lse` is also here in `f64` to the last bits or so ([`log_sum_exp_f64`]), for
+//! beam search's log-probabilities.
 
 use burn::tensor::activation::log_softmax;
 use burn::tensor::backend::Backend;
@@ -125,6 +128,20 @@ fn log_sum_exp(z: &[f32]) -> f64 {
     max as f64 + sum.ln()
 }
 
+/// `ln Σ exp(vᵢ)` in `f64`, as `log_sum_exp` above but exact to `f64`'s last bits or so:
+/// `max + ln Σ e^(vᵢ − max)` with `exp_nonpositive_f64` (within 2 ulp of libm's `exp`), the sum
+/// in eight interleaved lanes, compiled for AVX2 where the CPU has it. Beam search's
+/// log-normalizer of a row of logits, where libm's scalar `exp` took about 9% of `translate`.
+/// `−∞` for an empty row.
+pub fn log_sum_exp_f64(values: &[f32]) -> f64 {
+    let max = values.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v as f64));
+    let sum = wide(
+        #[inline(always)]
+        || lanes_sum_f64(values, |v| super::exp::exp_nonpositive_f64(v as f64 - max)),
+    );
+    max + sum.ln()
+}
+
 /// The targets as row indices; every one must name a column of the logits (as for `gather`).
 fn indices(targets: IntTensor<NdArray<f32>>, vocab: usize) -> Vec<usize> {
     let data = Tensor::<NdArray<f32>, 1, Int>::from_primitive(targets).into_data();
@@ -155,4 +172,21 @@ pub fn cross_entropy<B: Backend>(logits: Tensor<B, 2>, targets: Tensor<B, 1, Int
             composed(logits, targets, smoothing)
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_sum_exp_f64;
+
+    #[test]
+    fn log_sum_exp_f64_equals_the_libm_sum_to_1e_14() {
+        // A vocabulary-sized row with a wide range, as logits have.
+        let row: Vec<f32> = (0..8_003u32).map(|i| ((i * 7_919 % 1_000) as f32 - 700.0) * 0.031).collect();
+        let max = row.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v as f64));
+        let libm = max + row.iter().map(|&v| (v as f64 - max).exp()).sum::<f64>().ln();
+        let ours = log_sum_exp_f64(&row);
+        assert!((ours - libm).abs() < 1e-14, "{ours} against {libm}");
+        assert_eq!(log_sum_exp_f64(&[3.5]), 3.5);
+        assert_eq!(log_sum_exp_f64(&[]), f64::NEG_INFINITY);
+    }
 }

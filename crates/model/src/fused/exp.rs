@@ -54,7 +54,8 @@ const LN2_LO_F64: f64 = f64::from_bits(0x3DEA_39EF_3579_3C76); // 1.908214929270
 const FLOOR_F64: f64 = -700.0;
 
 /// `e^z` in `f64` for `z ≤ 0`, 0 below −700, within 2 units in the last place of libm's `exp`
-/// (the test measures it), branch-free so that a loop over it vectorizes: the same range
+/// (the test measures it), branch-free so that a loop over it vectorizes (beam search's
+/// log-normalizer, `log_sum_exp_f64` in `cross_entropy.rs`): the same range
 /// reduction as [`exp_nonpositive`] with `ln 2` in fdlibm's two parts, then `e^r` for
 /// `|r| ≤ ½ ln 2` as its Taylor series to `r¹³` (the first term left out is below 4e-18 of the
 /// sum), in Horner's form.
@@ -80,22 +81,9 @@ pub fn exp_nonpositive_f64(z: f64) -> f64 {
     }
 }
 
-/// `ln Σ exp(vᵢ)` in `f64`: `max + ln Σ e^(vᵢ − max)` with [`exp_nonpositive_f64`], the sum in
-/// eight interleaved lanes, compiled for AVX2 where the CPU has it (beam search's
-/// log-normalizer of a row of logits; libm's scalar `exp` took about 13% of `translate`).
-/// `−∞` for an empty row.
-pub fn log_sum_exp_f64(values: &[f32]) -> f64 {
-    let max = values.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v as f64));
-    let sum = super::wide::wide(
-        #[inline(always)]
-        || super::wide::lanes_sum_f64(values, |v| exp_nonpositive_f64(v as f64 - max)),
-    );
-    max + sum.ln()
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{exp_nonpositive, exp_nonpositive_f64, log_sum_exp_f64};
+    use super::{exp_nonpositive, exp_nonpositive_f64};
 
     #[test]
     fn exp_f64_is_within_2_ulp_of_libm_exp_on_minus_700_to_0() {
@@ -111,18 +99,6 @@ mod tests {
         assert_eq!(exp_nonpositive_f64(0.0), 1.0);
         assert_eq!(exp_nonpositive_f64(-700.5), 0.0);
         assert_eq!(exp_nonpositive_f64(f64::NEG_INFINITY), 0.0);
-    }
-
-    #[test]
-    fn log_sum_exp_f64_equals_the_libm_sum_to_1e_14() {
-        // A vocabulary-sized row with a wide range, as logits have.
-        let row: Vec<f32> = (0..8_003u32).map(|i| ((i * 7_919 % 1_000) as f32 - 700.0) * 0.031).collect();
-        let max = row.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v as f64));
-        let libm = max + row.iter().map(|&v| (v as f64 - max).exp()).sum::<f64>().ln();
-        let ours = log_sum_exp_f64(&row);
-        assert!((ours - libm).abs() < 1e-14, "{ours} against {libm}");
-        assert_eq!(log_sum_exp_f64(&[3.5]), 3.5);
-        assert_eq!(log_sum_exp_f64(&[]), f64::NEG_INFINITY);
     }
 
     #[test]
