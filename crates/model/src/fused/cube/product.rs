@@ -30,7 +30,6 @@ use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::CubeRuntime;
 use cubecl::ir::VectorSize;
 use cubecl::prelude::*;
-use cubecl::try_tensor_vector_size_parallel;
 
 use super::empty;
 
@@ -108,6 +107,8 @@ fn fetch<F: Float, N: Size>(
 ) -> Four {
     let mut four = Four::zeroed();
     let r = r0 + 4 * group;
+    // The host passes 1 or 4 (`vectors_of_four_rows`); any other size would index wrongly.
+    comptime![assert!(x.vector_size() == 1 || x.vector_size() == 4)];
     if comptime![x.vector_size() == 4] {
         // `rows` is a multiple of 4: the vector is wholly inside or wholly outside.
         if r < rows && k0 + k < depth {
@@ -224,6 +225,7 @@ pub fn product_kernel<F: Float, NA: Size, NB: Size, NC: Size>(
             for g in 0usize..2 {
                 let four = acc[(4 * h + i) * 2 + g];
                 let col = col0 + TILE / 2 * g + 4 * tx;
+                comptime![assert!(c.vector_size() == 1 || c.vector_size() == 4)];
                 if comptime![c.vector_size() == 4] {
                     // `n` is a multiple of 4 and `c`'s rows are contiguous: one 128-bit write.
                     if row < m && col < n {
@@ -317,8 +319,11 @@ fn vectors_of_four_rows<R: CubeRuntime>(x: &CubeTensor<R>, last: bool) -> Vector
     let rank = x.meta.num_dims();
     let axis = if last { rank - 1 } else { rank - 2 };
     let four = x.client.io_optimized_vector_sizes(x.dtype.size()).any(|size| size == 4);
-    let fits = try_tensor_vector_size_parallel(std::iter::once(4), x.meta.shape(), x.meta.strides(), axis);
-    if four && matches!(fits, Ok(4)) {
+    let (shape, strides) = (x.meta.shape(), x.meta.strides());
+    // Every stride the kernel multiplies by a position (each one of an axis longer than 1) a
+    // multiple of 4: CubeCL's `try_tensor_vector_size_parallel` checks only the smallest.
+    let aligned = (0..rank).all(|i| i == axis || shape[i] == 1 || strides[i] % 4 == 0);
+    if four && strides[axis] == 1 && shape[axis] % 4 == 0 && aligned {
         4
     } else {
         1
