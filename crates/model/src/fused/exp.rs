@@ -57,7 +57,7 @@ const FLOOR_F64: f64 = -700.0;
 /// (the test measures it), branch-free so that a loop over it vectorizes (beam search's
 /// log-normalizer, `log_sum_exp_f64` in `cross_entropy.rs`): the same range
 /// reduction as [`exp_nonpositive`] with `ln 2` in fdlibm's two parts, then `e^r` for
-/// `|r| ≤ ½ ln 2` as its Taylor series to `r¹³` (the first term left out is below 4e-18 of the
+/// `|r| ≤ ½ ln 2` as its Taylor series to `r¹³` (the first term left out is about 4e-18 of the
 /// sum), in Horner's form.
 #[inline(always)]
 pub fn exp_nonpositive_f64(z: f64) -> f64 {

@@ -19,10 +19,12 @@
 //! (scalar reads, two synchronizations a step) took sixteen. An operand whose rows are
 //! contiguous (`B` = `W` in the forward, both operands of a weight gradient) is read from
 //! global memory as vectors of four rows, one 128-bit read where four were, and `C` is written
-//! four columns at a time, where the sizes allow ([`vectors_of_four_rows`]). Why: on an H200 CubeCL's f32
-//! products (its register-tile "unit" matmuls, the only ones without tensor cores) ran at
-//! 12-17 TFLOP/s forward and 2.4-9.7 for the weight gradients, against the 36 PyTorch's f32
-//! step implies, and the first form reached 17.3 at best (docs/benchmarks.md).
+//! four columns at a time, where the sizes allow ([`vectors_of_four_rows`]).
+//!
+//! Why: on an H200 CubeCL's f32 products (its register-tile "unit" matmuls, the only ones
+//! without tensor cores) ran at 12-17 TFLOP/s forward and 2.4-9.7 for the weight gradients,
+//! against the 36 PyTorch's f32 step implies, and the first form reached 17.3 at best
+//! (docs/benchmarks.md).
 
 use burn::tensor::{Shape, TensorMetadata};
 use burn_cubecl::kernel::into_contiguous;
