@@ -24,6 +24,7 @@ use serde_json::{json, Map, Value};
 
 use crate::accumulate::accumulate;
 use crate::average::{average_checkpoints, load_weights, write_averaged};
+use crate::awake::Awake;
 use crate::base_run::{start_from, BaseRun};
 use crate::checkpoint::{self, TrainState};
 use crate::clip::{gradient_factor, squared_global_norm};
@@ -76,6 +77,8 @@ pub(crate) fn fit_as<B: AutodiffBackend, T: Task<B>>(
             B::name(device)
         )));
     }
+
+    let awake = Awake::for_training::<B>(peer.is_parallel()).map_err(TrainError::Usage)?;
 
     // 1. A fresh run, or the state of the last checkpoint.
     let mut model = {
@@ -150,6 +153,7 @@ pub(crate) fn fit_as<B: AutodiffBackend, T: Task<B>>(
         state.loss_scale = Some(LossScale::default());
     }
     while finished.is_none() && state.step < t.max_steps {
+        awake.arm();
         let started = Instant::now();
         let step = state.step + 1;
         let (shard, mut micro) = (peer.shard(), 0);

@@ -11,6 +11,7 @@ mod accumulate;
 pub mod arith;
 pub mod asgd;
 pub mod average;
+pub mod awake;
 pub mod base_run;
 pub mod batched_adamw;
 pub mod checkpoint;

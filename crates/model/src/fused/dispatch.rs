@@ -276,7 +276,7 @@ pub(crate) use on_kernels;
 
 /// Whether `B` is the CPU backend (burn-ndarray in f32, with or without autodiff), whose
 /// kernels run whatever `ATTEND_GPU_KERNELS` says.
-pub(crate) fn is_cpu_backend<B: 'static>() -> bool {
+pub fn is_cpu_backend<B: 'static>() -> bool {
     matches!(Kernels::of::<B>(), Kernels::Cpu | Kernels::CpuAutodiff)
 }
 

@@ -291,7 +291,7 @@ pub(crate) const INV_SQRT_2PI: f64 = 0.398_942_280_401_432_7;
 pub use attention::attention;
 pub use concat::cat_pair;
 pub use cross_entropy::{cross_entropy, log_sum_exp_f64};
-pub(crate) use dispatch::is_cpu_backend;
+pub use dispatch::is_cpu_backend;
 pub use dispatch::{gpu_kernels_from_env, parse_gpu_kernels, GpuKernels};
 use dispatch::{is, on_kernels, same};
 pub use dropout::dropout;
