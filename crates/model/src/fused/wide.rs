@@ -1,22 +1,36 @@
 //! Element-wise loops compiled for the CPU's widest vector unit, chosen at run time.
 //!
 //! The crate is built for the baseline x86-64 (SSE2: 4 lanes of f32), so that one binary runs
-//! everywhere. [`wide`] runs a loop body compiled a second time with AVX2 enabled (8 lanes)
-//! when the CPU has it, as `gemm` does for its micro-kernels. The results are the same bits
-//! either way: the loops are element-wise or add in an order the source fixes (no fast-math,
-//! so the compiler neither reassociates sums nor fuses multiply-adds), so exact resume holds
-//! across machines.
+//! everywhere. [`wide`] runs a loop body compiled again with AVX-512 (16 lanes) or AVX2 (8
+//! lanes) enabled, the widest the CPU has, as `gemm` does for its micro-kernels. The results
+//! are the same bits either way: the loops are element-wise or add in an order the source
+//! fixes (no fast-math, so the compiler neither reassociates sums nor fuses multiply-adds), so
+//! exact resume holds across machines.
 
-/// Runs `body`, compiled with AVX2 where the CPU has it. Write the closure
-/// `#[inline(always)] || …`: only a body inlined into [`with_avx2`] is compiled for AVX2, and
-/// LLVM's own cost model declines to inline most loop bodies.
+/// Runs `body`, compiled with AVX-512 or else AVX2 where the CPU has it. Write the closure
+/// `#[inline(always)] || …`: only a body inlined into [`with_avx512`] or [`with_avx2`] is
+/// compiled for their features, and LLVM's own cost model declines to inline most loop bodies.
 #[inline(always)]
 pub(super) fn wide<R>(body: impl FnOnce() -> R) -> R {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has AVX2 (checked just above).
-        return unsafe { with_avx2(body) };
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512dq") {
+            // SAFETY: the CPU has AVX-512 F and DQ (checked just above); both imply AVX2.
+            return unsafe { with_avx512(body) };
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (checked just above).
+            return unsafe { with_avx2(body) };
+        }
     }
+    body()
+}
+
+/// `body` inlined into a function compiled with AVX-512 (F and DQ: 16 lanes of f32, and the
+/// conversions between f32, f64 and integers the f64 sums and `exp`'s exponent bits use).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512dq,avx2")]
+unsafe fn with_avx512<R>(body: impl FnOnce() -> R) -> R {
     body()
 }
 
@@ -91,7 +105,7 @@ pub(super) fn lanes_max(values: &[f32]) -> f32 {
 
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
-    use super::{lanes_dot, lanes_max, lanes_sum, lanes_sum_f64, with_avx2};
+    use super::{lanes_dot, lanes_max, lanes_sum, lanes_sum_f64, with_avx2, with_avx512};
     use crate::fused::erf::erf;
     use crate::fused::exp::exp_nonpositive;
 
@@ -124,6 +138,28 @@ mod tests {
         };
         assert_eq!(sum.to_bits(), wide_sum.to_bits());
         assert!(baseline.iter().zip(&avx2).all(|(a, b)| a.to_bits() == b.to_bits()));
+    }
+
+    #[test]
+    fn the_avx512_build_of_a_loop_gives_the_baseline_builds_bits() {
+        if !(std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512dq")) {
+            eprintln!("no AVX-512 on this CPU: only the baseline build runs here");
+            return;
+        }
+        let x: Vec<f32> = (0..4099).map(|i| (i as f32 - 2000.0) * 0.0037).collect();
+        let (mut baseline, mut avx512) = (vec![0.0f32; x.len()], vec![0.0f32; x.len()]);
+        let sum = body(&x, &mut baseline);
+        let f64_sum = lanes_sum_f64(&x, |v| (v * v) as f64);
+        // SAFETY: the CPU has AVX-512 F and DQ (checked above).
+        let (wide_sum, wide_f64_sum) = unsafe {
+            with_avx512(
+                #[inline(always)]
+                || (body(&x, &mut avx512), lanes_sum_f64(&x, |v| (v * v) as f64)),
+            )
+        };
+        assert_eq!(sum.to_bits(), wide_sum.to_bits());
+        assert_eq!(f64_sum.to_bits(), wide_f64_sum.to_bits());
+        assert!(baseline.iter().zip(&avx512).all(|(a, b)| a.to_bits() == b.to_bits()));
     }
 
     /// The lane reductions take every element, the remainder after the last full eight too:
