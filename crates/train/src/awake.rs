@@ -16,6 +16,11 @@
 //! nothing for [`IDLE`]. The loop's own thread gets its copy too and returns at once. Nothing
 //! computed changes: the same jobs run, in rayon's order of stealing, on the same threads.
 //!
+//! A spinner gives way to anything else that wants its core: where a `sched_yield` comes back
+//! late (after [`CROWDED`]: another task ran meanwhile, in this process or another), it stops
+//! and lets rayon put it to sleep; and a pool with more threads than the machine has cores
+//! never spins.
+//!
 //! `ATTEND_CPU_WORKERS=sleep` leaves rayon's workers to sleep as they otherwise would (for a
 //! shared machine, or to measure the difference); `spin` (the default, or unset) keeps them
 //! awake.
@@ -29,6 +34,10 @@ use std::time::{Duration, Instant};
 /// step, short enough that an evaluation or a checkpoint between steps does not hold the
 /// cores for nothing.
 pub const IDLE: Duration = Duration::from_millis(2);
+
+/// A `sched_yield` that takes longer than this gave the core to another task: the machine is
+/// busy with other work, which a spinner would only slow down.
+pub const CROWDED: Duration = Duration::from_micros(500);
 
 /// What `ATTEND_CPU_WORKERS` asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,6 +81,15 @@ pub fn starts() -> usize {
 pub struct Awake {
     shared: Option<Arc<Shared>>,
     idle: Duration,
+    crowded: Duration,
+    /// Made on the loop's thread and dropped there (it clears that thread's [`LOOP`]).
+    _thread: std::marker::PhantomData<*const ()>,
+}
+
+std::thread_local! {
+    /// Whether this thread runs a loop that sets workers spinning: a loop inside it (the
+    /// validation's `translate` inside training) leaves the spinning to the outer one.
+    static LOOP: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 struct Shared {
@@ -84,25 +102,34 @@ impl Awake {
     /// Spinning workers where `wanted` (the CPU backend, one device, `Workers::Spin`); none
     /// otherwise, and [`Awake::arm`] then does nothing.
     pub fn new(wanted: bool) -> Self {
-        Self::with_idle(wanted, IDLE)
+        Self::with_limits(wanted, IDLE, CROWDED)
     }
 
-    /// For the training loop on backend `B`: spinning workers on the CPU backend in a run on one
-    /// device (a data-parallel run's peers share the pool), unless `ATTEND_CPU_WORKERS` says
+    /// For a loop of steps on backend `B` (training; `translate`'s batches): spinning workers
+    /// on the CPU backend, on one device (a data-parallel run's peers share the pool), where the
+    /// pool has no more threads than the machine has cores, unless `ATTEND_CPU_WORKERS` says
     /// `sleep`; an error naming the variable where it holds something else.
-    pub fn for_training<B: 'static>(parallel: bool) -> Result<Self, String> {
+    pub fn for_loop<B: 'static>(parallel: bool) -> Result<Self, String> {
         let spin = workers_from_env()? == Workers::Spin;
-        Ok(Self::new(spin && !parallel && attend_model::fused::is_cpu_backend::<B>()))
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let fits = rayon::current_num_threads() <= cores;
+        Ok(Self::new(spin && fits && !parallel && attend_model::fused::is_cpu_backend::<B>()))
     }
 
-    fn with_idle(wanted: bool, idle: Duration) -> Self {
-        let shared = wanted.then(|| Arc::new(Shared { stop: AtomicBool::new(false), spinning: AtomicUsize::new(0) }));
-        Self { shared, idle }
+    fn with_limits(wanted: bool, idle: Duration, crowded: Duration) -> Self {
+        let outer = LOOP.with(|l| l.get());
+        let shared = (wanted && !outer).then(|| {
+            LOOP.with(|l| l.set(true));
+            Arc::new(Shared { stop: AtomicBool::new(false), spinning: AtomicUsize::new(0) })
+        });
+        Self { shared, idle, crowded, _thread: std::marker::PhantomData }
     }
 
     /// Sets the pool's other workers spinning unless they still are. Only from one of rayon's
     /// workers (the runner's loop runs on one): from another thread, the workers would spin
-    /// beside a thread that is not theirs, one more thread than cores.
+    /// beside a thread that is not theirs, one more thread than cores. One loop to a pool: a
+    /// second loop's thread would run this one's spinner inside its own waits, and stall there
+    /// while this loop keeps the spinner busy.
     pub fn arm(&self) {
         let Some(shared) = &self.shared else { return };
         let Some(me) = rayon::current_thread_index() else { return };
@@ -112,10 +139,10 @@ impl Awake {
         }
         shared.spinning.fetch_add(others, Ordering::AcqRel);
         STARTS.fetch_add(1, Ordering::Relaxed);
-        let (shared, idle) = (Arc::clone(shared), self.idle);
+        let (shared, idle, crowded) = (Arc::clone(shared), self.idle, self.crowded);
         rayon::spawn_broadcast(move |context| {
             if context.index() != me {
-                spin(&shared.stop, idle);
+                spin(&shared.stop, idle, crowded);
                 shared.spinning.fetch_sub(1, Ordering::AcqRel);
             }
         });
@@ -131,18 +158,26 @@ impl Drop for Awake {
     fn drop(&mut self) {
         if let Some(shared) = &self.shared {
             shared.stop.store(true, Ordering::Release);
+            LOOP.with(|l| l.set(false));
         }
     }
 }
 
-/// Runs the pool's pending jobs on this worker as they come, until `stop` or until none has
-/// come for `idle`.
-fn spin(stop: &AtomicBool, idle: Duration) {
+/// Runs the pool's pending jobs on this worker as they come, until `stop`, until none has
+/// come for `idle`, or until a `sched_yield` takes longer than `crowded` (another task was
+/// waiting for this core).
+fn spin(stop: &AtomicBool, idle: Duration, crowded: Duration) {
     let mut last_work = Instant::now();
     while !stop.load(Ordering::Acquire) {
         match rayon::yield_now() {
             Some(rayon::Yield::Executed) => last_work = Instant::now(),
-            Some(rayon::Yield::Idle) if last_work.elapsed() < idle => std::thread::yield_now(),
+            Some(rayon::Yield::Idle) if last_work.elapsed() < idle => {
+                let before = Instant::now();
+                std::thread::yield_now();
+                if before.elapsed() > crowded {
+                    break;
+                }
+            }
             _ => break,
         }
     }
@@ -151,10 +186,14 @@ fn spin(stop: &AtomicBool, idle: Duration) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::mpsc;
 
     fn pool(threads: usize) -> rayon::ThreadPool {
         rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap()
     }
+
+    /// Never crowded out: these tests share the machine with every other test.
+    const PATIENT: Duration = Duration::from_secs(60);
 
     /// Waits up to a few seconds for `done`.
     fn eventually(done: impl Fn() -> bool) -> bool {
@@ -172,7 +211,7 @@ mod tests {
     fn arm_sets_every_other_worker_spinning_and_drop_stops_them() {
         pool(3).install(|| {
             // Idle for a minute at most: only the drop can end them within the test's wait.
-            let awake = Awake::with_idle(true, Duration::from_secs(60));
+            let awake = Awake::with_limits(true, PATIENT, PATIENT);
             awake.arm();
             assert_eq!(awake.spinning(), 2);
             std::thread::sleep(Duration::from_millis(20));
@@ -186,13 +225,28 @@ mod tests {
     #[test]
     fn spinners_go_back_to_sleep_after_finding_no_work_for_the_idle_time() {
         pool(2).install(|| {
-            let awake = Awake::new(true);
+            let awake = Awake::with_limits(true, Duration::from_millis(200), PATIENT);
+            let started = Instant::now();
             awake.arm();
-            assert_eq!(awake.spinning(), 1);
+            std::thread::sleep(Duration::from_millis(50));
+            assert_eq!(awake.spinning(), 1, "the spinner left before its idle time");
             // Held, but given no work: the spinner leaves by itself, and the next arm restarts it.
             assert!(eventually(|| awake.spinning() == 0), "a spinner with nothing to do kept spinning");
+            assert!(started.elapsed() >= Duration::from_millis(200));
+            let before = starts();
             awake.arm();
-            assert_eq!(awake.spinning(), 1);
+            assert!(starts() > before, "the second arm started no spinner");
+            assert!(eventually(|| awake.spinning() == 0));
+        });
+    }
+
+    #[test]
+    fn a_crowded_spinner_gives_way_at_once() {
+        pool(2).install(|| {
+            // Every `sched_yield` counts as crowded: the spinner leaves long before its idle time.
+            let awake = Awake::with_limits(true, PATIENT, Duration::ZERO);
+            awake.arm();
+            assert!(eventually(|| awake.spinning() == 0), "a crowded spinner kept spinning");
         });
     }
 
@@ -206,13 +260,38 @@ mod tests {
             let (x, y) = rayon::join(|| sum(a), || sum(b));
             x + y
         }
-        let values: Vec<u64> = (0..100_000).collect();
+        let (done, finished) = mpsc::channel();
+        std::thread::spawn(move || {
+            let values: Vec<u64> = (0..100_000).collect();
+            let before = starts();
+            pool(2).install(|| {
+                let awake = Awake::with_limits(true, IDLE, PATIENT);
+                for _ in 0..50 {
+                    awake.arm();
+                    assert_eq!(sum(&values), 100_000 * 99_999 / 2);
+                }
+            });
+            done.send(starts() > before).unwrap();
+        });
+        let armed = finished.recv_timeout(Duration::from_secs(60)).expect("the sums did not finish: a deadlock");
+        assert!(armed, "no spinner was started");
+    }
+
+    #[test]
+    fn a_loop_inside_a_loop_leaves_the_spinning_to_the_outer_one() {
         pool(2).install(|| {
-            let awake = Awake::new(true);
-            for _ in 0..50 {
-                awake.arm();
-                assert_eq!(sum(&values), 100_000 * 99_999 / 2);
-            }
+            let outer = Awake::with_limits(true, PATIENT, PATIENT);
+            let inner = Awake::with_limits(true, PATIENT, PATIENT);
+            inner.arm();
+            assert_eq!(inner.spinning(), 0, "the inner loop set workers spinning beside the outer one's");
+            drop(inner);
+            outer.arm();
+            assert_eq!(outer.spinning(), 1);
+            drop(outer);
+            // Both gone: the next loop on this thread spins again.
+            let next = Awake::with_limits(true, IDLE, PATIENT);
+            next.arm();
+            assert_eq!(next.spinning(), 1);
         });
     }
 

@@ -78,7 +78,7 @@ pub(crate) fn fit_as<B: AutodiffBackend, T: Task<B>>(
         )));
     }
 
-    let awake = Awake::for_training::<B>(peer.is_parallel()).map_err(TrainError::Usage)?;
+    let awake = Awake::for_loop::<B>(peer.is_parallel()).map_err(TrainError::Usage)?;
 
     // 1. A fresh run, or the state of the last checkpoint.
     let mut model = {

@@ -9,6 +9,7 @@ use attend_model::TranslationModel;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, Int, Tensor, TensorData};
 
+use crate::awake::Awake;
 use crate::checkpoint::CheckpointError;
 use crate::config::{DecodeConfig, RunConfig};
 use crate::data::mt_batches::{pad_batch, Pair};
@@ -52,7 +53,9 @@ pub fn translate<B: Backend>(
     let mut order: Vec<usize> = (0..pairs.len()).collect();
     order.sort_by_key(|&i| pairs[i].source.len());
     let mut out = vec![String::new(); pairs.len()];
+    let awake = Awake::for_loop::<B>(false).map_err(TrainError::Usage)?;
     for chunk in order.chunks(BATCH) {
+        awake.arm();
         let batch = pad_batch(&pairs, chunk, IDS);
         let src = Tensor::<B, 2, Int>::from_data(
             TensorData::new(batch.source.iter().map(|&t| t as i64).collect::<Vec<_>>(), [batch.rows, batch.src_len]),

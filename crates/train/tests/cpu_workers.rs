@@ -45,13 +45,21 @@ fn a_run_with_spinning_workers_logs_the_losses_of_a_run_without_them_bit_for_bit
         "train.max_steps=8",
     ]);
     let config = RunConfig::load(None, &sets).unwrap();
-    let (off_pool, on_pool) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    run(&config, off_pool.path());
+    let (sleeping, spinning) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    // Both runs on one pool of a thread per core, so that only the switch differs (the kernels
+    // size their work by the pool's threads); spinning needs a second core.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(cores).build().unwrap();
     let before = awake::starts();
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
-    pool.install(|| run(&config, on_pool.path()));
-    assert!(awake::starts() > before, "the loop on the pool set no worker spinning");
-    let (off, on) = (events(off_pool.path()), events(on_pool.path()));
-    assert_eq!(off.len(), 10, "{off:?}");
-    assert_eq!(on, off);
+    std::env::set_var("ATTEND_CPU_WORKERS", "sleep");
+    pool.install(|| run(&config, sleeping.path()));
+    std::env::remove_var("ATTEND_CPU_WORKERS");
+    assert_eq!(awake::starts(), before, "ATTEND_CPU_WORKERS=sleep, yet a worker was set spinning");
+    pool.install(|| run(&config, spinning.path()));
+    if cores >= 2 {
+        assert!(awake::starts() > before, "the loop on the pool set no worker spinning");
+    }
+    let (slept, spun) = (events(sleeping.path()), events(spinning.path()));
+    assert_eq!(slept.len(), 10, "{slept:?}");
+    assert_eq!(spun, slept);
 }
