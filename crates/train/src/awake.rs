@@ -1,4 +1,5 @@
-//! Keeping the CPU backend's idle worker threads awake through the training loop.
+//! Keeping the CPU backend's idle worker threads awake through a loop of steps (training's,
+//! `translate`'s batches).
 //!
 //! A training step on the CPU is a few hundred parallel regions (each matrix product, each
 //! element-wise kernel) with short serial stretches between them (the autodiff graph's
@@ -77,7 +78,7 @@ pub fn starts() -> usize {
     STARTS.load(Ordering::Relaxed)
 }
 
-/// The spinning workers of one training loop; they stop when it is dropped.
+/// The spinning workers of one loop; they stop when it is dropped.
 pub struct Awake {
     shared: Option<Arc<Shared>>,
     idle: Duration,
