@@ -23,7 +23,9 @@ use rayon::prelude::*;
 
 use core::mem::MaybeUninit;
 
+use super::cpu::softmax_in_place;
 use super::linear::{product_into, product_to, view};
+use super::score_mask::Mask;
 use super::unwritten::{assume_init, uninit};
 use super::wide::{lanes_dot, wide};
 use crate::mask::MASKED_SCORE;
@@ -71,43 +73,6 @@ pub(super) fn composed_backward<B: Backend>(
 }
 
 type F = FloatTensor<NdArray<f32>>;
-
-/// The mask's values and its strides over `[batch, heads, queries, keys]` (0 on a broadcast axis).
-struct Mask {
-    values: Vec<bool>,
-    strides: [usize; 4],
-}
-
-impl Mask {
-    fn new(mask: BoolTensor<NdArray<f32>>) -> Mask {
-        let mask = Tensor::<NdArray<f32>, 4, Bool>::from_primitive(mask);
-        let dims = mask.dims();
-        let values = mask.into_data().convert::<bool>().into_vec::<bool>().expect("bool mask");
-        let mut strides = [0; 4];
-        let mut stride = 1;
-        for axis in (0..4).rev() {
-            strides[axis] = if dims[axis] == 1 { 0 } else { stride };
-            stride *= dims[axis];
-        }
-        Mask { values, strides }
-    }
-
-    /// Sets the masked entries of the scores of row `q` of head `(b, h)` to [`MASKED_SCORE`].
-    fn apply(&self, b: usize, h: usize, q: usize, scores: &mut [f32]) {
-        let s = &self.strides;
-        let start = b * s[0] + h * s[1] + q * s[2];
-        if s[3] == 1 {
-            // The row's flags lie side by side: a loop the compiler turns into vector selects.
-            let flags = &self.values[start..start + scores.len()];
-            for (score, &masked) in scores.iter_mut().zip(flags) {
-                *score = if masked { MASKED_SCORE } else { *score };
-            }
-        } else if self.values[start] {
-            // One flag for every key of the row (the keys' axis broadcast).
-            scores.fill(MASKED_SCORE);
-        }
-    }
-}
 
 /// A `[batch, heads, rows, cols]` tensor read where it lies: each head's matrix as `gemm`
 /// reads it, through the tensor's strides (`Q`, `K`, `V` arrive as strided views of
@@ -188,12 +153,17 @@ pub(super) fn cpu(q: F, k: F, v: F, mask: Option<BoolTensor<NdArray<f32>>>, scal
         let [qb, kb, vb] = bases;
         let (qm, km) = (q.matrix(qb.0, head, false), k.matrix(kb.0, head, true));
         let p = product_into(p, queries, keys, d_k, qm, km, scale as f32);
-        for (row, scores) in p.chunks_mut(keys).enumerate() {
-            if let Some(mask) = &mask {
-                mask.apply(head / heads, head % heads, row, scores);
-            }
-            super::cpu::softmax_row(scores);
-        }
+        wide(
+            #[inline(always)]
+            || {
+                for (row, scores) in p.chunks_mut(keys).enumerate() {
+                    match &mask {
+                        Some(mask) => mask.softmax(head / heads, head % heads, row, scores),
+                        None => softmax_in_place(scores),
+                    }
+                }
+            },
+        );
         // SAFETY: head `head`'s rows of `context`, which no other task touches.
         unsafe { out.write(head, [queries, d_v, keys], view(p, keys, false), v.matrix(vb.0, head, false), 1.0) };
     });

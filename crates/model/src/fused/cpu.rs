@@ -85,13 +85,18 @@ pub fn softmax_last(x: T) -> T {
 pub(super) fn softmax_row(row: &mut [f32]) {
     wide(
         #[inline(always)]
-        || {
-            let max = lanes_max(row);
-            row.iter_mut().for_each(|v| *v = exp_nonpositive(*v - max));
-            let inv = 1.0 / lanes_sum(row);
-            row.iter_mut().for_each(|v| *v *= inv);
-        },
+        || softmax_in_place(row),
     )
+}
+
+/// [`softmax_row`]'s body, for loops that run many rows inside one [`wide`] call (a call per
+/// short row repeats the feature check and the loops' set-up for every 64 values).
+#[inline(always)]
+pub(super) fn softmax_in_place(row: &mut [f32]) {
+    let max = lanes_max(row);
+    row.iter_mut().for_each(|v| *v = exp_nonpositive(*v - max));
+    let inv = 1.0 / lanes_sum(row);
+    row.iter_mut().for_each(|v| *v *= inv);
 }
 
 /// From the softmax's output `y`: `y ⊙ (grad − Σ_row grad ⊙ y)`.

@@ -63,6 +63,7 @@ mod ndarray;
 pub(crate) mod norm;
 mod products;
 mod reshape;
+mod score_mask;
 #[cfg(test)]
 mod tests;
 mod unary;
