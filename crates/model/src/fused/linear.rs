@@ -238,8 +238,8 @@ pub(super) fn cpu(x: F, w: F, b: Option<F>, layout: Weight) -> F {
     NdArrayTensor::from_data(TensorData::new(y, out))
 }
 
-/// The backward kernel: `[dx, dW, db]`, the weight's gradient in the weight's layout.
-pub(super) fn cpu_backward(x: F, w: F, grad: F, layout: Weight) -> [F; 3] {
+/// The backward kernel: `dx`, `dW` (in the weight's layout) and, `with_bias`, `db`.
+pub(super) fn cpu_backward(x: F, w: F, grad: F, layout: Weight, with_bias: bool) -> (F, F, Option<F>) {
     let (shape, x) = super::cpu::values(x);
     let (w_shape, w) = super::cpu::values(w);
     let (_, grad) = super::cpu::values(grad);
@@ -264,14 +264,18 @@ pub(super) fn cpu_backward(x: F, w: F, grad: F, layout: Weight) -> [F; 3] {
             Weight::InOut => product_new([d_in, d_out, rows], view(&x, d_in, true), view(&grad, d_out, false), half),
             Weight::OutIn => product_new([d_out, d_in, rows], view(&grad, d_out, true), view(&x, d_in, false), half),
         };
-        let mut db = vec![0.0f32; d_out];
-        for row in grad.chunks(d_out) {
-            db.iter_mut().zip(row).for_each(|(s, &g)| *s += g);
-        }
+        // Summed only for a bias: on this, the longer half, a pass over all of `grad`.
+        let db = with_bias.then(|| {
+            let mut db = vec![0.0f32; d_out];
+            for row in grad.chunks(d_out) {
+                db.iter_mut().zip(row).for_each(|(s, &g)| *s += g);
+            }
+            tensor(db, [d_out])
+        });
         (dw, db)
     };
     let ((dw, db), dx) = rayon::join(dw_db, dx);
-    [NdArrayTensor::from_data(TensorData::new(dx, shape)), tensor(dw, [w_shape[0], w_shape[1]]), tensor(db, [d_out])]
+    (NdArrayTensor::from_data(TensorData::new(dx, shape)), tensor(dw, [w_shape[0], w_shape[1]]), db)
 }
 
 fn tensor<const D: usize>(values: Vec<f32>, shape: [usize; D]) -> F {

@@ -77,8 +77,7 @@ impl FusedOps for NdArray<f32> {
         layout: Weight,
         with_bias: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, Option<FloatTensor<Self>>) {
-        let [dx, dw, db] = linear::cpu_backward(x, weight, grad, layout);
-        (dx, dw, with_bias.then_some(db))
+        linear::cpu_backward(x, weight, grad, layout, with_bias)
     }
     fn fused_cross_entropy(logits: FloatTensor<Self>, targets: IntTensor<Self>, smoothing: f64) -> FloatTensor<Self> {
         cross_entropy::cpu(logits, targets, smoothing)
