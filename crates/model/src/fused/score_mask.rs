@@ -62,7 +62,7 @@ impl Mask {
             stride *= dims[axis];
         }
         let keys = dims[3];
-        let prefixes = if strides[3] == 1 {
+        let prefixes = if strides[3] == 1 && keys > 0 {
             values
                 .chunks(keys)
                 .map(|row| {
