@@ -207,7 +207,7 @@ pub fn layer_norm_backward(x: T, gamma: T, grad: T, epsilon: f64) -> [T; 3] {
 
 /// Mean and `1/√(σ² + ε)` of one row: two passes over the row (which is in cache), summed in
 /// f64 (in eight lanes) so that rows far from zero keep their f32 precision. Always inlined:
-/// called (`#[inline]` let LLVM decline) it ran in the baseline build's two f64 lanes, 2.7% of
+/// called (`#[inline]` let LLVM decline) it ran in the baseline build's two f64 lanes, 2.3% of
 /// a training step's samples, outside the [`wide`] loops that call it.
 #[inline(always)]
 fn moments(x: &[f32], epsilon: f64) -> (f32, f32) {
