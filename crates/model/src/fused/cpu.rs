@@ -243,19 +243,7 @@ pub(super) fn values(x: T) -> (burn::tensor::Shape, Values) {
             let view = storage.view();
             match view.as_slice() {
                 Some(_) => Values::Borrowed(x),
-                // Gathered a lane of the last axis at a time (a 0-dimensional view is always
-                // contiguous): an element-wise iterator over burn-ndarray's dynamic-rank views
-                // costs more than the copy (40% of a step when attention gathered its heads so).
-                None => {
-                    let mut out = Vec::with_capacity(view.len());
-                    for lane in view.rows() {
-                        match lane.as_slice() {
-                            Some(lane) => out.extend_from_slice(lane),
-                            None => out.extend(lane.iter().copied()),
-                        }
-                    }
-                    Values::Owned(out)
-                }
+                None => Values::Owned(gather_rows(view)),
             }
         }
         // Not f32 (never the case on `NdArray<f32>`): convert once.
@@ -266,6 +254,21 @@ pub(super) fn values(x: T) -> (burn::tensor::Shape, Values) {
         }
     };
     (shape, values)
+}
+
+/// The elements of `view` in row-major order, gathered a lane of the last axis at a time (a
+/// 0-dimensional view is always contiguous): an element-wise iterator over burn-ndarray's
+/// dynamic-rank views costs more than the copy (40% of a step when attention gathered its
+/// heads so; 200 µs for attention's 64 × 64 causal mask).
+pub(super) fn gather_rows<E: Copy>(view: ndarray::ArrayViewD<'_, E>) -> Vec<E> {
+    let mut out = Vec::with_capacity(view.len());
+    for lane in view.rows() {
+        match lane.as_slice() {
+            Some(lane) => out.extend_from_slice(lane),
+            None => out.extend(lane.iter().copied()),
+        }
+    }
+    out
 }
 
 /// The values of [`values`]: the tensor itself (contiguous f32) or a gathered copy.

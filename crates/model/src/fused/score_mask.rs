@@ -9,7 +9,7 @@ use burn::tensor::ops::BoolTensor;
 use burn::tensor::{Bool, Tensor};
 use burn_ndarray::{NdArray, NdArrayTensor};
 
-use super::cpu::softmax_in_place;
+use super::cpu::{gather_rows, softmax_in_place};
 use crate::mask::MASKED_SCORE;
 
 /// The mask's values and its strides over `[batch, heads, queries, keys]` (0 on a broadcast axis).
@@ -27,24 +27,17 @@ pub(super) struct Mask {
 /// A row whose unmasked keys are not one leading run.
 const NOT_PREFIX: usize = usize::MAX;
 
-/// The flags of a bool tensor in row-major order. Copied a lane of the last axis at a time: an
-/// element-wise walk of burn-ndarray's dynamic-rank views (`into_data`) took 200 µs for a
-/// 64 × 64 causal mask, more than the attention's arithmetic.
+/// The flags of a bool tensor in row-major order, copied whole or by lanes
+/// ([`gather_rows`]): `into_data`'s element-wise walk took 200 µs for a 64 × 64 causal mask,
+/// more than the attention's arithmetic.
 fn flags(mask: BoolTensor<NdArray<f32>>) -> Vec<bool> {
     match &mask {
         NdArrayTensor::Bool(storage) => {
             let view = storage.view();
-            if let Some(flags) = view.as_slice() {
-                return flags.to_vec();
+            match view.as_slice() {
+                Some(flags) => flags.to_vec(),
+                None => gather_rows(view),
             }
-            let mut out = Vec::with_capacity(view.len());
-            for lane in view.rows() {
-                match lane.as_slice() {
-                    Some(lane) => out.extend_from_slice(lane),
-                    None => out.extend(lane.iter().copied()),
-                }
-            }
-            out
         }
         _ => Tensor::<NdArray<f32>, 4, Bool>::from_primitive(mask)
             .into_data()
