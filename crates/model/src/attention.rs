@@ -248,6 +248,12 @@ impl<B: Backend> MultiHeadAttention<B> {
         let scale = if self.scaled { 1.0 / (q.dims()[3] as f64).sqrt() } else { 1.0 };
         let (context, weights) =
             attention_with_scale(q, kv.keys.clone(), kv.values.clone(), mask, &self.dropout, scale);
+        self.joined(context, weights)
+    }
+
+    /// The heads' contexts (`[batch, heads, queries, d_v]`) joined and projected by `Wᴼ`,
+    /// beside the weights.
+    pub(crate) fn joined(&self, context: Tensor<B, 4>, weights: Tensor<B, 4>) -> AttentionOutput<B> {
         let [batch, heads, queries, d_v] = context.dims();
         // Concat(head₁..head_h): [batch, heads, queries, d_v] → [batch, queries, heads·d_v].
         let concat = reshape(context.swap_dims(1, 2), [batch, queries, heads * d_v]);

@@ -7,7 +7,7 @@ use burn::nn::{Dropout, DropoutConfig};
 use burn::tensor::{backend::Backend, Bool, Tensor};
 
 use crate::attention::MultiHeadAttention;
-use crate::cache::{extend, SelfCache};
+use crate::cache::SelfCache;
 use crate::config::{ModelConfig, NormPosition};
 use crate::feed_forward::FeedForward;
 use crate::norm::LayerNorm;
@@ -61,7 +61,7 @@ impl<B: Backend> EncoderLayer<B> {
     /// - `mask`: broadcastable to `[batch, heads, len, len]` (padding and/or causal)
     /// - output: `x` `[batch, len, d_model]`
     pub fn forward(&self, x: Tensor<B, 3>, mask: Option<Tensor<B, 4, Bool>>) -> LayerOutput<B> {
-        self.forward_cached(x, mask, &mut None)
+        self.layer(x, mask, None)
     }
 
     /// Forward pass of new positions, attending to the cached ones too; appends their keys
@@ -77,11 +77,20 @@ impl<B: Backend> EncoderLayer<B> {
         mask: Option<Tensor<B, 4, Bool>>,
         cache: &mut SelfCache<B>,
     ) -> LayerOutput<B> {
+        self.layer(x, mask, Some(cache))
+    }
+
+    /// The layer, with a cache or without one (self-attention may then read its three
+    /// projections from one product: [`MultiHeadAttention::self_attention`]).
+    fn layer(
+        &self,
+        x: Tensor<B, 3>,
+        mask: Option<Tensor<B, 4, Bool>>,
+        cache: Option<&mut SelfCache<B>>,
+    ) -> LayerOutput<B> {
         let attention = &self.self_attention;
         let (x, self_weights) = residual(x, &self.norm_attention, self.norm, &self.dropout, |h| {
-            let (q, kv) = attention.self_projections(h);
-            let kv = extend(cache, kv);
-            let out = attention.attend_queries(q, &kv, mask);
+            let out = attention.self_attention(h, mask, cache);
             (out.context, out.weights)
         });
         let (x, ()) =

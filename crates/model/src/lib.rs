@@ -54,6 +54,7 @@ pub mod positions;
 pub mod positionwise;
 pub mod presets;
 pub mod projections;
+pub mod self_attention;
 pub mod seq2seq;
 pub mod sublayer;
 

@@ -81,7 +81,7 @@ impl<B: Backend> LanguageModel<B> {
     /// - `tokens`: `[batch, len]`
     /// - output: `[batch, len, vocab]`
     pub fn forward(&self, tokens: Tensor<B, 2, Int>) -> Tensor<B, 3> {
-        self.forward_cached(tokens, &mut self.empty_cache(), None).0
+        self.run(tokens, None, None).0
     }
 
     /// Logits and every layer's attention weights (for heat maps).
@@ -90,7 +90,7 @@ impl<B: Backend> LanguageModel<B> {
     /// - `tokens`: `[batch, len]`
     /// - output: (`[batch, len, vocab]`, `n_layers` × `[batch, heads, len, len]`)
     pub fn forward_with_attention(&self, tokens: Tensor<B, 2, Int>) -> (Tensor<B, 3>, Vec<Tensor<B, 4>>) {
-        self.forward_cached(tokens, &mut self.empty_cache(), None)
+        self.run(tokens, None, None)
     }
 
     /// Logits at every position with bidirectional attention (no causal mask): the
@@ -128,20 +128,36 @@ impl<B: Backend> LanguageModel<B> {
         cache: &mut LmCache<B>,
         key_padding: Option<Tensor<B, 2, Bool>>,
     ) -> (Tensor<B, 3>, Vec<Tensor<B, 4>>) {
+        self.run(tokens, Some(cache), key_padding)
+    }
+
+    /// [`Self::forward_cached`] with a cache, or from the first position without keeping one
+    /// (self-attention may then read its projections from one product).
+    fn run(
+        &self,
+        tokens: Tensor<B, 2, Int>,
+        mut cache: Option<&mut LmCache<B>>,
+        key_padding: Option<Tensor<B, 2, Bool>>,
+    ) -> (Tensor<B, 3>, Vec<Tensor<B, 4>>) {
         let [_, new] = tokens.dims();
-        let offset = cache.len;
+        let offset = cache.as_ref().map_or(0, |cache| cache.len);
         let device = tokens.device();
         let x = crate::fused::dropout(&self.dropout, self.positions.forward(self.embedding.forward(tokens), offset));
         let causal = causal_mask::<B>(new, offset + new, offset, &device);
         let mask = combine(Some(causal), key_padding.map(crate::mask::padding_mask));
         let mut x = x;
         let mut weights = Vec::with_capacity(self.layers.len());
-        for (layer, layer_cache) in self.layers.iter().zip(cache.layers.iter_mut()) {
-            let out = layer.forward_cached(x, mask.clone(), layer_cache);
+        for (i, layer) in self.layers.iter().enumerate() {
+            let out = match cache.as_deref_mut() {
+                Some(cache) => layer.forward_cached(x, mask.clone(), &mut cache.layers[i]),
+                None => layer.forward(x, mask.clone()),
+            };
             x = out.x;
             weights.push(out.self_weights);
         }
-        cache.len += new;
+        if let Some(cache) = cache {
+            cache.len += new;
+        }
         (self.project(apply_final_norm(&self.final_norm, x)), weights)
     }
 

@@ -1,56 +1,77 @@
-//! Whether self-attention's three projections `x W^Q`, `x W^K`, `x W^V` run as one product of
-//! `x` with `[W^Q | W^K | W^V]` (`merged`) or as three (`separate`, the default): the
-//! environment variable `ATTEND_QKV`.
+//! How self-attention's three projections `x W^Q`, `x W^K`, `x W^V` run: as one product of
+//! `x` with `[W^Q | W^K | W^V]`, or as three. The environment variable `ATTEND_QKV`:
+//! `auto` (unset: the default), `separate` or `merged`.
 //!
-//! Merged is one pass over `x` forward, and one `dx` product and one weight gradient
-//! `xᵀ·[dQ | dK | dV]` backward instead of three of each. It was made the GPU's default when
-//! each weight gradient over a batch's 16,384 positions took about 2 ms on an H200 whatever its
-//! width; since those gradients are cut into slices of rows (`fused::products::rows_product`)
-//! the three products are faster there too: nanoGPT's GPU configuration on an H200 ran
-//! 202.6k tokens/s separate against 185.9k merged in the same call (CubeCL's product of
-//! `[16384, 384]·[384, 1152]` is slow), and on the CPU 25.5k against 22.5k (the outputs are
-//! slices of one tensor, whose backward Burn's autodiff forms as zeros, a slice assignment and
-//! a sum for each). So `merged` is opt-in, for timing it on other hardware. The parameters
-//! stay three `Linear`s either way: checkpoints and exports do not change.
+//! One product is one pass over `x` forward, and one `dx` product and one weight gradient
+//! `xᵀ·[dQ | dK | dV]` backward instead of three of each. What it costs depends on how
+//! attention reads its output:
+//! - **On the CPU backend** attention reads the product's rows in place and writes their
+//!   gradient in the same layout ([`crate::fused::attention_packed`]; without a cache, through
+//!   [`crate::attention::MultiHeadAttention::self_attention`]). `auto` and `merged` take it:
+//!   on nanoGPT's CPU model a layer's projections took 260 µs forward and 450 µs backward
+//!   against 320 and 590 µs as three products, whose three `dx` Burn's autodiff adds in two
+//!   serial passes (docs/benchmarks.md).
+//! - **On the GPU backends** the product is sliced into three tensors, and the backward of
+//!   each slice is a zero-filled tensor, a slice assignment and a sum. Three products are
+//!   faster there (`auto` and `separate`): nanoGPT's GPU configuration on an H200 ran 202.6k
+//!   tokens/s separate against 185.9k merged in the same call (CubeCL's product of
+//!   `[16384, 384]·[384, 1152]` is slow too). `merged` slices, for timing it on other
+//!   hardware.
+//!
+//! The parameters stay three `Linear`s either way: checkpoints and exports do not change.
 
 /// The setting of `ATTEND_QKV`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Projections {
-    /// `separate` (the default): three products.
+    /// `auto` (the default): one product read in place on the CPU backend, three elsewhere.
+    Auto,
+    /// `separate`: three products.
     Separate,
-    /// `merged`: one product.
+    /// `merged`: one product (on the GPU backends sliced into three).
     Merged,
 }
 
 /// The values `ATTEND_QKV` takes, for its errors.
-const EXPECTED: &str = "separate (the default) or merged";
+const EXPECTED: &str = "auto (the default), separate or merged";
 
 /// `ATTEND_QKV` read: unset, or a value [`parse_projections`] takes.
 pub fn projections_from_env() -> Result<Projections, String> {
-    crate::env_switch::read("ATTEND_QKV", Projections::Separate, EXPECTED, parse_projections)
+    crate::env_switch::read("ATTEND_QKV", Projections::Auto, EXPECTED, parse_projections)
 }
 
-/// A value of `ATTEND_QKV`: `separate` (or empty), `merged`; anything else is an error that
-/// names the variable and the values it takes.
+/// A value of `ATTEND_QKV`: `auto` (or empty), `separate`, `merged`; anything else is an error
+/// that names the variable and the values it takes.
 pub fn parse_projections(value: &str) -> Result<Projections, String> {
-    let choices = [("", Projections::Separate), ("separate", Projections::Separate), ("merged", Projections::Merged)];
+    let choices = [
+        ("", Projections::Auto),
+        ("auto", Projections::Auto),
+        ("separate", Projections::Separate),
+        ("merged", Projections::Merged),
+    ];
     crate::env_switch::parse("ATTEND_QKV", value, &choices, EXPECTED)
 }
 
-/// Whether self-attention merges its projections: the tests' choice on this
-/// thread, else the environment's, read once (a value the runner would refuse counts as
-/// `separate` here; `xtask` checks it before a run).
+/// Whether self-attention's projections are one product sliced into three (`merged`; on the
+/// CPU backend self-attention without a cache reads it in place instead, [`packs`]).
 pub(crate) fn merges() -> bool {
     setting() == Projections::Merged
 }
 
+/// Whether self-attention without a cache reads one product in place: on the CPU backend
+/// (`B` burn-ndarray in f32, with or without autodiff) unless `separate`.
+pub(crate) fn packs<B: 'static>() -> bool {
+    crate::fused::is_cpu_backend::<B>() && setting() != Projections::Separate
+}
+
+/// The tests' choice on this thread, else the environment's, read once (a value the runner
+/// would refuse counts as `auto` here; `xtask` checks it before a run).
 fn setting() -> Projections {
     static ENV: std::sync::OnceLock<Projections> = std::sync::OnceLock::new();
     #[cfg(test)]
     if let Some(setting) = TEST_PROJECTIONS.with(|p| p.get()) {
         return setting;
     }
-    *ENV.get_or_init(|| projections_from_env().unwrap_or(Projections::Separate))
+    *ENV.get_or_init(|| projections_from_env().unwrap_or(Projections::Auto))
 }
 
 #[cfg(test)]
@@ -72,11 +93,12 @@ pub(crate) mod tests {
     type Ad = Autodiff<NdArray<f32>>;
 
     #[test]
-    fn projections_setting_takes_separate_and_merged_and_names_the_variable_on_anything_else() {
-        assert_eq!(parse_projections(""), Ok(Projections::Separate));
+    fn projections_setting_takes_auto_separate_and_merged_and_names_the_variable_on_anything_else() {
+        assert_eq!(parse_projections(""), Ok(Projections::Auto));
+        assert_eq!(parse_projections("auto"), Ok(Projections::Auto));
         assert_eq!(parse_projections(" separate"), Ok(Projections::Separate));
         assert_eq!(parse_projections("merged"), Ok(Projections::Merged));
-        for wrong in ["yes", "auto"] {
+        for wrong in ["yes", "packed"] {
             let error = parse_projections(wrong).unwrap_err();
             assert!(error.contains("ATTEND_QKV") && error.contains("merged") && error.contains(wrong), "{error}");
         }
@@ -91,7 +113,23 @@ pub(crate) mod tests {
             merges
         };
         assert!(!with(Projections::Separate));
+        assert!(!with(Projections::Auto));
         assert!(with(Projections::Merged));
+    }
+
+    /// Reading one product in place is the CPU backend's default and `merged`'s, never
+    /// `separate`'s, and not a backend's without the CPU kernels (burn-ndarray in f64).
+    #[test]
+    fn only_the_cpu_backend_packs_and_not_when_separate() {
+        let with = |setting, cpu: bool| {
+            TEST_PROJECTIONS.with(|p| p.set(Some(setting)));
+            let packs = if cpu { packs::<Ad>() } else { packs::<Autodiff<NdArray<f64>>>() };
+            TEST_PROJECTIONS.with(|p| p.set(None));
+            packs
+        };
+        assert!(with(Projections::Auto, true) && with(Projections::Merged, true));
+        assert!(!with(Projections::Separate, true));
+        assert!(!with(Projections::Auto, false) && !with(Projections::Merged, false));
     }
 
     /// The loss `Σ q + Σ k + Σ v²`, and the gradients of `x` and of the three weights (and

@@ -16,15 +16,14 @@
 //! forward or backward.
 
 use burn::tensor::backend::Backend;
-use burn::tensor::ops::{BoolTensor, FloatTensor};
+use burn::tensor::ops::BoolTensor;
 use burn::tensor::{Bool, Tensor, TensorData, TensorPrimitive};
 use burn_ndarray::{NdArray, NdArrayTensor};
 use rayon::prelude::*;
 
-use core::mem::MaybeUninit;
-
 use super::cpu::softmax_in_place;
-use super::linear::{product_into, product_to, view};
+use super::heads::{by_heads, Address, Heads, Interleaved, F};
+use super::linear::{product_into, view};
 use super::score_mask::Mask;
 use super::unwritten::{assume_init, uninit};
 use super::wide::{lanes_dot, wide};
@@ -72,76 +71,14 @@ pub(super) fn composed_backward<B: Backend>(
     [dq, dk, dv]
 }
 
-type F = FloatTensor<NdArray<f32>>;
-
-/// A `[batch, heads, rows, cols]` tensor read where it lies: each head's matrix as `gemm`
-/// reads it, through the tensor's strides (`Q`, `K`, `V` arrive as strided views of
-/// `[batch, len, heads, d]`; gathering them cost more than the products of small heads).
-struct Heads {
-    /// What the matrices point into: the tensor itself, or (not f32) a converted copy.
-    keep: Keep,
-    dims: [usize; 4],
-    strides: [isize; 4],
-}
-
-enum Keep {
-    Tensor(F),
-    Owned(Vec<f32>),
-}
-
-impl Heads {
-    fn new(t: F) -> Heads {
-        match t {
-            NdArrayTensor::F32(_) => {
-                let keep = Keep::Tensor(t);
-                let Keep::Tensor(NdArrayTensor::F32(storage)) = &keep else { unreachable!("just built") };
-                let view = storage.view();
-                let dims = [0, 1, 2, 3].map(|axis| view.shape()[axis]);
-                let strides = [0, 1, 2, 3].map(|axis| view.strides()[axis]);
-                Heads { keep, dims, strides }
-            }
-            other => {
-                let (shape, values) = super::cpu::values(other);
-                let dims = [shape[0], shape[1], shape[2], shape[3]];
-                let strides = [dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1].map(|s| s as isize);
-                Heads { keep: Keep::Owned(values.to_vec()), dims, strides }
-            }
-        }
-    }
-
-    /// The first element's address (the data stays where it is while `self` lives).
-    fn base(&self) -> *const f32 {
-        match &self.keep {
-            Keep::Tensor(NdArrayTensor::F32(storage)) => storage.view().as_ptr(),
-            Keep::Tensor(_) => unreachable!("only f32 tensors are kept"),
-            Keep::Owned(values) => values.as_ptr(),
-        }
-    }
-
-    /// Head `head` (batch-major) as `(pointer, column stride, row stride)`, or its transpose.
-    fn matrix(&self, base: *const f32, head: usize, transposed: bool) -> (*const f32, isize, isize) {
-        let (b, h) = (head / self.dims[1], head % self.dims[1]);
-        let ptr = base.wrapping_offset(b as isize * self.strides[0] + h as isize * self.strides[1]);
-        let (rs, cs) = (self.strides[2], self.strides[3]);
-        if transposed {
-            (ptr, rs, cs)
-        } else {
-            (ptr, cs, rs)
-        }
-    }
-}
-
-/// An address that may cross threads (the data it points to is only read).
-#[derive(Clone, Copy)]
-struct Address(*const f32);
-// SAFETY: the kernels only read through these addresses, from tensors kept alive and unchanged
-// for the whole parallel loop.
-unsafe impl Send for Address {}
-unsafe impl Sync for Address {}
-
 /// The forward kernel: `[O, P]`.
 pub(super) fn cpu(q: F, k: F, v: F, mask: Option<BoolTensor<NdArray<f32>>>, scale: f64) -> [F; 2] {
-    let (q, k, v) = (Heads::new(q), Heads::new(k), Heads::new(v));
+    forward(&Heads::new(q), &Heads::new(k), &Heads::new(v), mask, scale)
+}
+
+/// `[O, P]` of the heads given: `O` as a `[batch, heads, queries, d_v]` view of a `[batch,
+/// queries, heads, d_v]` buffer.
+pub(super) fn forward(q: &Heads, k: &Heads, v: &Heads, mask: Option<BoolTensor<NdArray<f32>>>, scale: f64) -> [F; 2] {
     let [batch, heads, queries, d_k] = q.dims;
     let (keys, d_v) = (k.dims[2], v.dims[3]);
     let mask = mask.map(Mask::new);
@@ -173,70 +110,37 @@ pub(super) fn cpu(q: F, k: F, v: F, mask: Option<BoolTensor<NdArray<f32>>>, scal
     [by_heads(context, [batch, queries, heads, d_v]), weights]
 }
 
-/// A `[batch, len, heads, d]` buffer that the tasks of a parallel loop over (batch, head)
-/// write into, each its own head's `len × d` matrix (row stride `heads·d`).
-struct Interleaved {
-    base: *mut f32,
-    heads: usize,
-    len: usize,
-    d: usize,
-}
-
-// SAFETY: tasks write disjoint elements (one head each, `Interleaved::write`'s contract), and
-// the buffer outlives the parallel loop that borrows it.
-unsafe impl Send for Interleaved {}
-unsafe impl Sync for Interleaved {}
-
-impl Interleaved {
-    fn new(buffer: &mut [MaybeUninit<f32>], heads: usize, len: usize, d: usize) -> Interleaved {
-        assert_eq!(buffer.len() % (heads * len * d).max(1), 0, "a whole number of [len, heads, d] blocks");
-        Interleaved { base: buffer.as_mut_ptr().cast(), heads, len, d }
-    }
-
-    /// `head`'s matrix (batch-major numbering) `= scale · lhs · rhs`, `[m, n, k]` with `m` =
-    /// `len` and `n` = `d`.
-    ///
-    /// # Safety
-    /// No other thread may write `head` at the same time; `lhs` and `rhs` as `product_to` asks.
-    unsafe fn write(
-        &self,
-        head: usize,
-        [m, n, k]: [usize; 3],
-        lhs: (*const f32, isize, isize),
-        rhs: (*const f32, isize, isize),
-        scale: f32,
-    ) {
-        assert!(m == self.len && n == self.d, "a head's matrix is len x d");
-        let (b, h) = (head / self.heads, head % self.heads);
-        let offset = b * self.len * self.heads * self.d + h * self.d;
-        // SAFETY: `offset` and the `m` rows of stride `heads·d` after it lie inside the buffer
-        // (checked in `new`, with b < batch); the caller keeps other threads off this head.
-        unsafe { product_to(self.base.add(offset), (self.heads * self.d) as isize, [m, n, k], lhs, rhs, scale) }
-    }
-}
-
-/// `values` laid out `[batch, len, heads, d]` as a `[batch, heads, len, d]` tensor (a
-/// permuted view: no copy).
-fn by_heads(values: Vec<f32>, dims: [usize; 4]) -> F {
-    let array = ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(&dims), values)
-        .expect("the buffer holds the product of its dimensions");
-    NdArrayTensor::from(array.permuted_axes(ndarray::IxDyn(&[0, 2, 1, 3])).into_shared())
-}
-
 /// The backward kernel: `[dQ, dK, dV]`.
 pub(super) fn cpu_backward(q: F, k: F, v: F, weights: F, grad: F, scale: f64) -> [F; 3] {
-    let (q, k, v, d_o) = (Heads::new(q), Heads::new(k), Heads::new(v), Heads::new(grad));
+    let (q, k, v) = (Heads::new(q), Heads::new(k), Heads::new(v));
+    let [batch, heads, queries, d_k] = q.dims;
+    let (keys, d_v) = (k.dims[2], v.dims[3]);
+    let (mut dq, mut dk, mut dv) =
+        (uninit(batch * queries * heads * d_k), uninit(batch * keys * heads * d_k), uninit(batch * keys * heads * d_v));
+    let outs = [
+        Interleaved::new(&mut dq, heads, queries, d_k),
+        Interleaved::new(&mut dk, heads, keys, d_k),
+        Interleaved::new(&mut dv, heads, keys, d_v),
+    ];
+    backward([&q, &k, &v], weights, grad, scale, &outs);
+    // SAFETY: every head wrote its block of `dq`, `dk` and `dv` (`backward`).
+    let (dq, dk, dv) = unsafe { (assume_init(dq), assume_init(dk), assume_init(dv)) };
+    [
+        by_heads(dq, [batch, queries, heads, d_k]),
+        by_heads(dk, [batch, keys, heads, d_k]),
+        by_heads(dv, [batch, keys, heads, d_v]),
+    ]
+}
+
+/// `dQ`, `dK`, `dV` of the heads given, from the weights `P` and the gradient of `O`, each
+/// head's written through `outs` (every head of each, once).
+pub(super) fn backward([q, k, v]: [&Heads; 3], weights: F, grad: F, scale: f64, outs: &[Interleaved; 3]) {
+    let d_o = Heads::new(grad);
     let (_, p) = super::cpu::values(weights);
     let [batch, heads, queries, d_k] = q.dims;
     let (keys, d_v) = (k.dims[2], v.dims[3]);
     let bases = [q.base(), k.base(), v.base(), d_o.base()].map(Address);
-    let (mut dq, mut dk, mut dv) =
-        (uninit(batch * queries * heads * d_k), uninit(batch * keys * heads * d_k), uninit(batch * keys * heads * d_v));
-    let (dq_out, dk_out, dv_out) = (
-        Interleaved::new(&mut dq, heads, queries, d_k),
-        Interleaved::new(&mut dk, heads, keys, d_k),
-        Interleaved::new(&mut dv, heads, keys, d_v),
-    );
+    let [dq_out, dk_out, dv_out] = outs;
     (0..batch * heads).into_par_iter().for_each(|head| {
         let [qb, kb, vb, ob] = bases;
         let p = &p[head * queries * keys..][..queries * keys];
@@ -261,13 +165,6 @@ pub(super) fn cpu_backward(q: F, k: F, v: F, weights: F, grad: F, scale: f64) ->
             dv_out.write(head, [keys, d_v, queries], view(p, keys, true), d_o.matrix(ob.0, head, false), 1.0);
         }
     });
-    // SAFETY: every head wrote its block of `dq`, `dk` and `dv`.
-    let (dq, dk, dv) = unsafe { (assume_init(dq), assume_init(dk), assume_init(dv)) };
-    [
-        by_heads(dq, [batch, queries, heads, d_k]),
-        by_heads(dk, [batch, keys, heads, d_k]),
-        by_heads(dv, [batch, keys, heads, d_v]),
-    ]
 }
 
 /// `[O, P]` of attention, fused where the backend has a kernel (formulas in this module's

@@ -3,7 +3,7 @@
 //! mechanism: a [`Backward`] step prepared on the input's node). What the backward needs is
 //! kept from the forward: the input for GELU; the output for the softmax; the input and `γ`
 //! for the LayerNorm (whose backward recomputes mean and deviation instead of keeping them);
-//! `Q`, `K`, `V` and the weights for attention; the input and weight for the linear map; the
+//! `Q`, `K`, `V` (or their packed rows) and the weights for attention; the input and weight for the linear map; the
 //! logits and targets for the cross-entropy; the indices for a token lookup; the input's
 //! shape for a reshape. The composed
 //! LayerNorm ([`FusedOps::composed_layer_norm`]) runs `B`'s own operations forward and its
@@ -19,7 +19,7 @@ use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::ops::{BoolTensor, FloatTensor, IntTensor};
 use burn::tensor::{Shape, TensorMetadata};
 
-use super::{composed_norm, FusedOps, Weight};
+use super::{composed_norm, FusedOps, Packing, Weight};
 
 impl<B: FusedOps, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
     fn fused_reshape(x: FloatTensor<Self>, shape: burn::tensor::Shape) -> FloatTensor<Self> {
@@ -233,6 +233,15 @@ impl<B: FusedOps, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
                 [prep.finish(context), Self::from_inner(weights)]
             }
         }
+    }
+
+    fn fused_attention_packed(
+        qkv: FloatTensor<Self>,
+        packing: Packing,
+        mask: Option<BoolTensor<Self>>,
+        scale: f64,
+    ) -> [FloatTensor<Self>; 2] {
+        super::attention_packed::tracked::<B, C>(qkv, packing, mask, scale)
     }
 
     fn fused_linear(

@@ -33,6 +33,7 @@
 //! | softmax over the last axis | 5 + 4 (max, exp, sum, divide; products, row sums) | 1 + 1 |
 //! | LayerNorm over the last axis | 8 + ~20 (mean, centre, square, mean, root, divide, scale, shift) | 1 + 1 |
 //! | attention `softmax(s·QKᵀ + mask)·V` per head | 6 + ~10 (scale, transposed copy, product, mask, softmax, product) | 1 + 1, products through strides |
+//! | self-attention over one product's packed `Q|K|V` rows ([`attention_packed`]) | 3 slices + attention; each slice's backward a zero-filled copy and a sum | attention's kernel reading the rows in place; one gradient in their layout |
 //! | linear map over rows `x·W + b` | 1-2 + 3-5 (transposed copies of `x`, `W` for the backward) | 1 + 3 products, no copies |
 //! | softmax + cross-entropy over the vocabulary | 6 + ~10, keeping `log p` (`[rows, V]`) | 1 + 1, keeping the logits |
 //! | AdamW update of a parameter ([`adamw`]) | ~15 (moments, bias correction, root, decay, step) | 1, in place |
@@ -45,6 +46,7 @@ pub mod adamw;
 pub use adamw::adamw;
 pub mod adamw_many;
 mod attention;
+pub mod attention_packed;
 mod autodiff;
 mod composed;
 mod composed_norm;
@@ -58,6 +60,7 @@ mod dropout;
 mod embedding;
 mod erf;
 mod exp;
+mod heads;
 mod linear;
 mod ndarray;
 pub(crate) mod norm;
@@ -170,6 +173,28 @@ pub trait FusedOps: Backend {
         scale: f64,
     ) -> [FloatTensor<Self>; 3] {
         composed::attention_backward::<Self>(q, k, v, weights, grad, scale)
+    }
+
+    /// Self-attention of packed queries, keys and values (`[batch, len, Q|K|V]`,
+    /// [`attention_packed`]): `[O, P]` as [`FusedOps::fused_attention`] gives them.
+    fn fused_attention_packed(
+        qkv: FloatTensor<Self>,
+        packing: Packing,
+        mask: Option<BoolTensor<Self>>,
+        scale: f64,
+    ) -> [FloatTensor<Self>; 2] {
+        attention_packed::composed::<Self>(qkv, packing, mask, scale)
+    }
+
+    /// The gradient of [`FusedOps::fused_attention_packed`]'s input, in its packed layout.
+    fn fused_attention_packed_backward(
+        qkv: FloatTensor<Self>,
+        packing: Packing,
+        weights: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        scale: f64,
+    ) -> FloatTensor<Self> {
+        attention_packed::composed_backward::<Self>(qkv, packing, weights, grad, scale)
     }
 
     /// `a·b` over the last two axes (rank 2, or 3 with a batch; either operand may be a
@@ -290,7 +315,8 @@ pub trait FusedOps: Backend {
 pub(crate) const INV_SQRT_2PI: f64 = 0.398_942_280_401_432_7;
 
 pub use attention::attention;
-pub use concat::cat_pair;
+pub use attention_packed::{attention_packed, Packing};
+pub use concat::{cat_columns, cat_pair};
 pub use cross_entropy::{cross_entropy, log_sum_exp_f64};
 pub use dispatch::is_cpu_backend;
 pub use dispatch::{gpu_kernels_from_env, parse_gpu_kernels, GpuKernels};

@@ -1,11 +1,11 @@
 //! Which kernels back [`FusedOps`] on the CPU backend: `NdArray<f32>` names its kernels
-//! (`cpu.rs`, `linear.rs`, `attention.rs`, `cross_entropy.rs`, `reshape.rs`); every other backend keeps the
+//! (`cpu.rs`, `linear.rs`, `attention.rs`, `attention_packed.rs`, `cross_entropy.rs`, `reshape.rs`); every other backend keeps the
 //! composed defaults.
 
 use burn::tensor::ops::{BoolTensor, FloatTensor, IntTensor};
 use burn_ndarray::NdArray;
 
-use super::{attention, cpu, cross_entropy, linear, reshape, FusedOps, Weight};
+use super::{attention, attention_packed, cpu, cross_entropy, linear, reshape, FusedOps, Packing, Weight};
 
 /// The backends whose fused operations are kernels (the rest use the composed defaults).
 impl FusedOps for NdArray<f32> {
@@ -58,6 +58,23 @@ impl FusedOps for NdArray<f32> {
         scale: f64,
     ) -> [FloatTensor<Self>; 3] {
         attention::cpu_backward(q, k, v, weights, grad, scale)
+    }
+    fn fused_attention_packed(
+        qkv: FloatTensor<Self>,
+        packing: Packing,
+        mask: Option<BoolTensor<Self>>,
+        scale: f64,
+    ) -> [FloatTensor<Self>; 2] {
+        attention_packed::cpu(qkv, packing, mask, scale)
+    }
+    fn fused_attention_packed_backward(
+        qkv: FloatTensor<Self>,
+        packing: Packing,
+        weights: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        scale: f64,
+    ) -> FloatTensor<Self> {
+        attention_packed::cpu_backward(qkv, packing, weights, grad, scale)
     }
     fn fused_linear(
         x: FloatTensor<Self>,
