@@ -5,7 +5,7 @@
 use burn::tensor::ops::{BoolTensor, FloatTensor, IntTensor};
 use burn_ndarray::NdArray;
 
-use super::{attention, attention_packed, cpu, cross_entropy, linear, reshape, FusedOps, Packing, Weight};
+use super::{attention, attention_packed, cpu, cross_entropy, linear, norm, reshape, FusedOps, Packing, Weight};
 
 /// The backends whose fused operations are kernels (the rest use the composed defaults).
 impl FusedOps for NdArray<f32> {
@@ -95,6 +95,9 @@ impl FusedOps for NdArray<f32> {
         with_bias: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, Option<FloatTensor<Self>>) {
         linear::cpu_backward(x, weight, grad, layout, with_bias)
+    }
+    fn fused_squared_norm(tensors: Vec<FloatTensor<Self>>) -> FloatTensor<Self> {
+        norm::cpu(tensors)
     }
     fn fused_cross_entropy(logits: FloatTensor<Self>, targets: IntTensor<Self>, smoothing: f64) -> FloatTensor<Self> {
         cross_entropy::cpu(logits, targets, smoothing)

@@ -5,13 +5,20 @@
 //! nanoGPT's 51 parameters that is about 150 of the 670 executions burn-fusion runs per step
 //! (docs/benchmarks.md), each a hand-off from the training thread to the device's. Where the
 //! backend has a kernel it is one: CubeCL's backends sum each tensor's squares in one launch
-//! and the partial sums in one more ([`crate::fused`]'s `cube/norm.rs`).
+//! and the partial sums in one more ([`crate::fused`]'s `cube/norm.rs`). On the CPU backend
+//! ([`cpu`]) the tensors are summed in parallel, each in one pass without the composed form's
+//! buffer of squares, and with its bits: burn-ndarray's sum is ndarray's, eight interleaved
+//! partial sums over memory order, which [`ndarray_sum_of_squares`] repeats.
 
 use burn::tensor::backend::Backend;
 use burn::tensor::ops::FloatTensor;
 use burn::tensor::{Tensor, TensorPrimitive};
 
+use burn_ndarray::{NdArray, NdArrayTensor};
+use rayon::prelude::*;
+
 use super::dispatch::{on_kernels, same};
+use super::wide::wide;
 use super::FusedOps;
 
 /// `Σₜ Σᵢ tᵢ²` over `tensors` (of any shapes), as a `[1]` tensor on their device, where the
@@ -38,6 +45,54 @@ pub(crate) fn composed<B: Backend>(tensors: Vec<FloatTensor<B>>) -> FloatTensor<
         .expect("checked non-empty")
 }
 
+type F = FloatTensor<NdArray<f32>>;
+
+/// The CPU kernel: the tensors' sums of squares in parallel, each as the composed form
+/// computes it (`t·t`, then burn-ndarray's sum), added in order; a tensor not in standard
+/// layout (whose product's memory order ndarray chooses) takes the composed form itself.
+pub(super) fn cpu(tensors: Vec<F>) -> F {
+    use burn::tensor::ops::FloatTensorOps;
+    let sums: Vec<f32> = tensors
+        .into_par_iter()
+        .map(|t| match &t {
+            NdArrayTensor::F32(storage) if storage.view().is_standard_layout() => {
+                let view = storage.view();
+                let values = view.as_slice().expect("standard layout");
+                wide(
+                    #[inline(always)]
+                    || ndarray_sum_of_squares(values),
+                )
+            }
+            _ => {
+                let sum = NdArray::<f32>::float_sum(NdArray::<f32>::float_mul(t.clone(), t));
+                super::cpu::values(sum).1[0]
+            }
+        })
+        .collect();
+    let total = sums.into_iter().reduce(|total, s| total + s).expect("checked non-empty");
+    NdArrayTensor::from_data(burn::tensor::TensorData::new(vec![total], [1]))
+}
+
+/// `Σ vᵢ²` with ndarray's `sum` of the squares (`numeric_util::unrolled_fold`): eight running
+/// sums over runs of eight, combined as `((p₀+p₄) + (p₁+p₅)) + (p₂+p₆) + (p₃+p₇)`, then the
+/// rest one at a time; each square rounded to f32 before it is added.
+#[inline(always)]
+fn ndarray_sum_of_squares(values: &[f32]) -> f32 {
+    let mut lanes = [0.0f32; 8];
+    let chunks = values.chunks_exact(8);
+    let rest = chunks.remainder();
+    for chunk in chunks {
+        for (lane, &v) in lanes.iter_mut().zip(chunk) {
+            *lane += v * v;
+        }
+    }
+    let mut total = 0.0f32;
+    for i in 0..4 {
+        total += lanes[i] + lanes[i + 4];
+    }
+    rest.iter().fold(total, |total, &v| total + v * v)
+}
+
 #[cfg(test)]
 mod tests {
     use burn::tensor::{Tensor, TensorData};
@@ -57,5 +112,25 @@ mod tests {
         let tensors = vec![a.into_primitive().tensor(), b.into_primitive().tensor(), c.into_primitive().tensor()];
         let total: f32 = squared_norm::<Cpu>(tensors).into_scalar();
         assert_eq!(total, 130.25);
+    }
+
+    /// The CPU kernel gives the composed form's bits: tensors of lengths around the
+    /// eight-lane runs (0-7 left over), a large one, and one not in standard layout.
+    #[test]
+    fn cpu_squared_norm_has_the_composed_forms_bits() {
+        let device = Default::default();
+        let mut tensors: Vec<_> = [1usize, 7, 8, 9, 15, 16, 23, 1000, 65_537]
+            .iter()
+            .map(|&n| {
+                Tensor::<Cpu, 1>::random([n], burn::tensor::Distribution::Default, &device).into_primitive().tensor()
+            })
+            .collect();
+        let transposed = Tensor::<Cpu, 2>::random([13, 7], burn::tensor::Distribution::Default, &device).transpose();
+        tensors.push(transposed.into_primitive().tensor());
+        let kernel = super::cpu(tensors.clone());
+        let composed = composed::<Cpu>(tensors);
+        let bits =
+            |t: FloatTensor<Cpu>| Tensor::<Cpu, 1>::from_primitive(TensorPrimitive::Float(t)).into_scalar().to_bits();
+        assert_eq!(bits(kernel), bits(composed));
     }
 }
