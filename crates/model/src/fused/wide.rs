@@ -18,8 +18,8 @@ pub(super) fn wide<R>(body: impl FnOnce() -> R) -> R {
             // SAFETY: the CPU has AVX-512 F and DQ (checked just above); both imply AVX2.
             return unsafe { with_avx512(body) };
         }
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2 (checked just above).
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+            // SAFETY: the CPU has AVX2 and FMA (checked just above).
             return unsafe { with_avx2(body) };
         }
     }
@@ -27,17 +27,19 @@ pub(super) fn wide<R>(body: impl FnOnce() -> R) -> R {
 }
 
 /// `body` inlined into a function compiled with AVX-512 (F and DQ: 16 lanes of f32, and the
-/// conversions between f32, f64 and integers the f64 sums and `exp`'s exponent bits use).
+/// conversions between f32, f64 and integers the f64 sums and `exp`'s exponent bits use) and
+/// FMA, which AVX-512 F implies (for `mul_add` as one instruction).
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512dq,avx2")]
+#[target_feature(enable = "avx512f,avx512dq,avx2,fma")]
 unsafe fn with_avx512<R>(body: impl FnOnce() -> R) -> R {
     body()
 }
 
-/// `body` inlined into a function compiled with AVX2 (a closure without target features may be
-/// inlined into a caller with more; its loops are then vectorized for the caller's features).
+/// `body` inlined into a function compiled with AVX2 and FMA (a closure without target
+/// features may be inlined into a caller with more; its loops are then vectorized for the
+/// caller's features). Every CPU with AVX2 so far has FMA; one without takes the baseline.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,fma")]
 unsafe fn with_avx2<R>(body: impl FnOnce() -> R) -> R {
     body()
 }
@@ -122,8 +124,8 @@ mod tests {
 
     #[test]
     fn the_avx2_build_of_a_loop_gives_the_baseline_builds_bits() {
-        if !std::arch::is_x86_feature_detected!("avx2") {
-            eprintln!("no AVX2 on this CPU: only the baseline build runs here");
+        if !(std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")) {
+            eprintln!("no AVX2 and FMA on this CPU: only the baseline build runs here");
             return;
         }
         let x: Vec<f32> = (0..4099).map(|i| (i as f32 - 2000.0) * 0.0037).collect();
