@@ -27,35 +27,10 @@ use burn::tensor::{Bool, Tensor, TensorPrimitive};
 use burn_ndarray::NdArray;
 
 use super::dispatch::{on_kernels, same};
+pub use super::heads::Packing;
 use super::heads::{rows, Heads, Interleaved, F};
 use super::unwritten::{assume_init, uninit};
 use super::FusedOps;
-
-/// Where a packed row holds what: `heads` query heads of width `d_k`, then as many key heads
-/// (`d_k`), then as many value heads (`d_v`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Packing {
-    pub heads: usize,
-    pub d_k: usize,
-    pub d_v: usize,
-}
-
-impl Packing {
-    /// The head widths of the queries, keys and values.
-    pub fn widths(&self) -> [usize; 3] {
-        [self.d_k, self.d_k, self.d_v]
-    }
-
-    /// Where the queries, keys and values start in a row.
-    pub fn offsets(&self) -> [usize; 3] {
-        [0, self.heads * self.d_k, 2 * self.heads * self.d_k]
-    }
-
-    /// A row's width: `heads·(2·d_k + d_v)`.
-    pub fn width(&self) -> usize {
-        self.heads * (2 * self.d_k + self.d_v)
-    }
-}
 
 /// The queries, keys and values of `qkv` (`[batch, len, width]`), each `[batch, heads, len,
 /// d]`: slices, split into heads.

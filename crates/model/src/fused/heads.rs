@@ -5,17 +5,43 @@
 //! row).
 //!
 //! Both serve [`super::attention`] (separate `Q`, `K`, `V` tensors) and
-//! [`super::attention_packed`] (the three as blocks of the rows of one product).
+//! [`super::attention_packed`] (the three as blocks of the rows of one product, where
+//! [`Packing`] says).
 
 use core::mem::MaybeUninit;
 
 use burn::tensor::TensorData;
 use burn_ndarray::NdArrayTensor;
 
-use super::attention_packed::Packing;
 use super::linear::product_to;
 
 pub(super) type F = burn::tensor::ops::FloatTensor<burn_ndarray::NdArray<f32>>;
+
+/// Where a packed row holds what: `heads` query heads of width `d_k`, then as many key heads
+/// (`d_k`), then as many value heads (`d_v`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Packing {
+    pub heads: usize,
+    pub d_k: usize,
+    pub d_v: usize,
+}
+
+impl Packing {
+    /// The head widths of the queries, keys and values.
+    pub fn widths(&self) -> [usize; 3] {
+        [self.d_k, self.d_k, self.d_v]
+    }
+
+    /// Where the queries, keys and values start in a row.
+    pub fn offsets(&self) -> [usize; 3] {
+        [0, self.heads * self.d_k, 2 * self.heads * self.d_k]
+    }
+
+    /// A row's width: `heads·(2·d_k + d_v)`.
+    pub fn width(&self) -> usize {
+        self.heads * (2 * self.d_k + self.d_v)
+    }
+}
 
 /// A `[batch, heads, rows, cols]` view of a tensor, read where it lies: each head's matrix as
 /// `gemm` reads it, through the tensor's strides (`Q`, `K`, `V` arrive as strided views of
