@@ -7,7 +7,9 @@
 //! attention reads its output:
 //! - **On the CPU backend** attention reads the product's rows in place and writes their
 //!   gradient in the same layout ([`crate::fused::attention_packed`]; without a cache, through
-//!   [`crate::attention::MultiHeadAttention::self_attention`]). `auto` and `merged` take it:
+//!   [`crate::attention::MultiHeadAttention::self_attention`], for layers without adapters,
+//!   without dropout on the weights, and with a bias on all three projections or none:
+//!   `MultiHeadAttention::packs`). `auto` and `merged` take it:
 //!   on nanoGPT's CPU model a layer's projections took 260 µs forward and 450 µs backward
 //!   against 320 and 590 µs as three products, whose three `dx` Burn's autodiff adds in two
 //!   serial passes (docs/benchmarks.md).
@@ -27,7 +29,8 @@ pub enum Projections {
     Auto,
     /// `separate`: three products.
     Separate,
-    /// `merged`: one product (on the GPU backends sliced into three).
+    /// `merged`: one product (sliced into three on the GPU backends, and on the CPU where it
+    /// is not read in place: with a cache).
     Merged,
 }
 

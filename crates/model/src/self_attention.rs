@@ -72,6 +72,7 @@ impl<B: Backend> MultiHeadAttention<B> {
 #[cfg(test)]
 mod tests {
     use burn::backend::Autodiff;
+    use burn::module::Param;
     use burn::tensor::{Distribution, Tensor, TensorData};
     use burn_ndarray::NdArray;
 
@@ -116,7 +117,14 @@ mod tests {
         for (bias, d_k, d_v, causal) in [(false, 0, 0, true), (true, 3, 5, false), (true, 4, 2, true)] {
             let config = ModelConfig { d_model: 8, n_heads: 2, bias, d_k, d_v, ..ModelConfig::base() };
             let device = Default::default();
-            let attention = MultiHeadAttention::<Ad>::new(&config, &device);
+            let mut attention = MultiHeadAttention::<Ad>::new(&config, &device);
+            // Biases start at zero: random ones, so that their order in the joined bias counts.
+            for layer in [&mut attention.query, &mut attention.key, &mut attention.value] {
+                if let Some(bias) = &layer.bias {
+                    let shape = bias.val().dims();
+                    layer.bias = Some(Param::from_tensor(Tensor::random(shape, Distribution::Default, &device)));
+                }
+            }
             let x = Tensor::<Ad, 3>::random([3, 6, config.d_model], Distribution::Default, &device).into_data();
             let separate = run(&attention, x.clone(), false, causal);
             assert_eq!(separate.len(), if bias { 11 } else { 7 });
@@ -147,5 +155,22 @@ mod tests {
         assert_eq!(calls(Projections::Merged, false), 1);
         assert_eq!(calls(Projections::Separate, false), 0);
         assert_eq!(calls(Projections::Auto, true), 0);
+    }
+
+    /// The packed path is not taken for layers with adapters, with dropout on the weights, or
+    /// with a bias on some projections and not others (each of which it would get wrong).
+    #[test]
+    fn packs_only_without_adapters_dropout_on_the_weights_or_mixed_biases() {
+        let device = Default::default();
+        let base = ModelConfig { d_model: 8, n_heads: 2, ..ModelConfig::base() };
+        assert!(MultiHeadAttention::<Ad>::new(&base, &device).packs());
+        let lora = ModelConfig { lora_rank: 2, lora_targets: vec!["query".into()], ..base.clone() };
+        assert!(!MultiHeadAttention::<Ad>::new(&lora, &device).packs(), "adapters");
+        let dropout = ModelConfig { attention_dropout: 0.1, ..base.clone() };
+        assert!(!MultiHeadAttention::<Ad>::new(&dropout, &device).packs(), "dropout on the weights");
+        let mut mixed = MultiHeadAttention::<Ad>::new(&ModelConfig { bias: true, ..base }, &device);
+        assert!(mixed.packs());
+        mixed.key.bias = None;
+        assert!(!mixed.packs(), "a bias on two projections of three");
     }
 }

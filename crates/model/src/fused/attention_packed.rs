@@ -96,9 +96,10 @@ pub(super) fn cpu(qkv: F, packing: Packing, mask: Option<BoolTensor<NdArray<f32>
 pub(super) fn cpu_backward(qkv: F, packing: Packing, weights: F, grad: F, scale: f64) -> F {
     let [q, k, v] = Heads::packed(qkv, packing);
     let [batch, _, len, _] = q.dims;
-    let (width, widths, offsets) = (packing.width(), packing.widths(), packing.offsets());
+    let width = packing.width();
     let mut d = uninit(batch * len * width);
-    let outs = [0, 1, 2].map(|part| Interleaved::block(&mut d, packing.heads, len, widths[part], width, offsets[part]));
+    // `Packing::offsets` are the running sums of the blocks' widths, as `blocks` lays them.
+    let outs = Interleaved::blocks(&mut d, packing.heads, len, packing.widths(), width);
     super::attention::backward([&q, &k, &v], weights, grad, scale, &outs);
     // SAFETY: the three blocks cover every column of every row, and `backward` wrote every
     // head of each.
@@ -192,9 +193,9 @@ mod tests {
     }
 
     /// The kernels reading the heads in place from packed rows, and writing the packed
-    /// gradient, give the composed form's `O`, `P` and input gradient (the rows sliced into
-    /// three tensors first): heads of unequal widths, with and without a causal mask, and a
-    /// packed input that is itself a strided view.
+    /// gradient, give the values and gradients of attention composed of Burn's operations on
+    /// the rows sliced into three: heads of unequal widths, with and without a causal mask,
+    /// and packed inputs that are strided views (a permuted batch axis; columns `len` apart).
     #[test]
     fn packed_attention_kernels_equal_the_composed_form() {
         let device = Default::default();
@@ -202,20 +203,29 @@ mod tests {
             let packing = Packing { heads, d_k, d_v };
             let (batch, len, scale) = (2, 7, 0.3);
             let qkv = Tensor::<Cpu, 3>::random([batch, len, packing.width()], Distribution::Default, &device);
-            // The same values read through a transposed view's strides.
-            let strided = Tensor::<Cpu, 3>::from_data(qkv.clone().swap_dims(0, 1).into_data(), &device).swap_dims(0, 1);
-            let mask = causal.then(|| causal_mask::<Cpu>(len, len, 0, &device).into_primitive());
+            let permuted =
+                Tensor::<Cpu, 3>::from_data(qkv.clone().swap_dims(0, 1).into_data(), &device).swap_dims(0, 1);
+            let columns_apart =
+                Tensor::<Cpu, 3>::from_data(qkv.clone().swap_dims(1, 2).into_data(), &device).swap_dims(1, 2);
+            let mask = causal.then(|| causal_mask::<Cpu>(len, len, 0, &device));
             let grad = Tensor::<Cpu, 4>::random([batch, heads, len, d_v], Distribution::Default, &device);
-            let grad = grad.into_primitive().tensor();
-            let prim = |t: &Tensor<Cpu, 3>| t.clone().into_primitive().tensor();
-            let [o, p] = composed::<Cpu>(prim(&qkv), packing, mask.clone(), scale);
-            let d = composed_backward::<Cpu>(prim(&qkv), packing, p.clone(), grad.clone(), scale);
-            for input in [&qkv, &strided] {
-                let [ours_o, ours_p] = cpu(prim(input), packing, mask.clone(), scale);
-                let ours_d = cpu_backward(prim(input), packing, ours_p.clone(), grad.clone(), scale);
-                assert_close(ours_o, o.clone(), "O");
-                assert_close(ours_p, p.clone(), "P");
-                assert_close(ours_d, d.clone(), "the packed gradient");
+            // The reference: Burn's operations throughout (slices, products, softmax).
+            let [q, k, v] = split(qkv.clone(), packing);
+            let [o, p] = super::super::attention::composed(q.clone(), k.clone(), v.clone(), mask.clone(), scale);
+            let grads = super::super::attention::composed_backward(q, k, v, p.clone(), grad.clone(), scale);
+            let widths = packing.widths();
+            let joined =
+                [0, 1, 2].map(|part| grads[part].clone().swap_dims(1, 2).reshape([batch, len, heads * widths[part]]));
+            let d = Tensor::cat(joined.to_vec(), 2);
+            let prim4 = |t: Tensor<Cpu, 4>| t.into_primitive().tensor();
+            for input in [&qkv, &permuted, &columns_apart] {
+                let prim = |t: &Tensor<Cpu, 3>| t.clone().into_primitive().tensor();
+                let mask = mask.clone().map(|m| m.into_primitive());
+                let [ours_o, ours_p] = cpu(prim(input), packing, mask, scale);
+                let ours_d = cpu_backward(prim(input), packing, ours_p.clone(), prim4(grad.clone()), scale);
+                assert_close(ours_o, prim4(o.clone()), "O");
+                assert_close(ours_p, prim4(p.clone()), "P");
+                assert_close(ours_d, d.clone().into_primitive().tensor(), "the packed gradient");
             }
         }
     }

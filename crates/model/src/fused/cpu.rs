@@ -128,6 +128,11 @@ pub fn layer_norm(x: T, gamma: T, beta: Option<T>, epsilon: f64) -> T {
     let (_, gamma) = values(gamma);
     let beta = beta.map(|b| values(b).1);
     let last = last_axis(&shape);
+    // Every element of `out` is written only if γ (and β) cover the last axis.
+    assert!(
+        gamma.len() == last && beta.as_ref().is_none_or(|b| b.len() == last),
+        "layer_norm: γ, β of the last axis, {last}"
+    );
     let mut out = uninit(x.len());
     let block = row_block(last);
     out.par_chunks_mut(block).zip(x.par_chunks(block)).for_each(|(out, x)| {
@@ -161,6 +166,11 @@ pub fn layer_norm_backward(x: T, gamma: T, grad: T, epsilon: f64) -> [T; 3] {
     let (_, gamma) = values(gamma);
     let (_, grad) = values(grad);
     let last = last_axis(&shape);
+    // Every element of `dx` is written only if γ covers the last axis and `grad` all of `x`.
+    assert!(
+        gamma.len() == last && grad.len() == x.len(),
+        "layer_norm_backward: γ of {last}, the gradient of x's shape"
+    );
     // Not zeroed first (a `memset` of the whole gradient was a fifth of this kernel's time):
     // each row's first loop below writes every element before any is read.
     let mut dx = uninit(x.len());
@@ -222,8 +232,10 @@ fn moments(x: &[f32], epsilon: f64) -> (f32, f32) {
     (mean as f32, (1.0 / (var + epsilon).sqrt()) as f32)
 }
 
-/// `Φ(x) = ½(1 + erf(x/√2))`.
-#[inline]
+/// `Φ(x) = ½(1 + erf(x/√2))`. Always inlined into the `wide` loops, so that `erf`'s fused
+/// multiply-adds are compiled with FMA (a call compiled for the baseline would make each a
+/// call to libm's `fmaf`).
+#[inline(always)]
 fn cdf(x: f32) -> f32 {
     0.5 * (1.0 + super::erf::erf(x * core::f32::consts::FRAC_1_SQRT_2))
 }

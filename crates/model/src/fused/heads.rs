@@ -165,22 +165,30 @@ unsafe impl Sync for Interleaved {}
 impl Interleaved {
     /// `buffer` as `[batch, len, heads, d]`.
     pub(super) fn new(buffer: &mut [MaybeUninit<f32>], heads: usize, len: usize, d: usize) -> Interleaved {
-        Self::block(buffer, heads, len, d, heads * d, 0)
+        let [whole] = Self::blocks(buffer, heads, len, [d], heads * d);
+        whole
     }
 
-    /// `buffer` as `[batch, len, row]`, the heads in the `heads·d` columns from `column`.
-    pub(super) fn block(
+    /// `buffer` as `[batch, len, row]` rows of `N` blocks side by side, block `i` holding
+    /// `heads` heads of width `widths[i]` (a packed gradient's `dQ | dK | dV`). The blocks
+    /// share one pointer into the buffer, taken once.
+    pub(super) fn blocks<const N: usize>(
         buffer: &mut [MaybeUninit<f32>],
         heads: usize,
         len: usize,
-        d: usize,
+        widths: [usize; N],
         row: usize,
-        column: usize,
-    ) -> Interleaved {
-        assert!(column + heads * d <= row, "a block of {heads} x {d} columns from {column} in rows of {row}");
+    ) -> [Interleaved; N] {
+        assert!(heads * widths.iter().sum::<usize>() <= row, "blocks of {widths:?} x {heads} heads in rows of {row}");
         assert_eq!(buffer.len() % (len * row).max(1), 0, "a whole number of [len, row] blocks");
-        // `column` may equal the length of an empty buffer; `wrapping_add` keeps it defined.
-        Interleaved { base: buffer.as_mut_ptr().cast::<f32>().wrapping_add(column), heads, len, d, row }
+        let base = buffer.as_mut_ptr().cast::<f32>();
+        let mut column = 0;
+        widths.map(|d| {
+            // `column` may equal the length of an empty buffer; `wrapping_add` keeps it defined.
+            let block = Interleaved { base: base.wrapping_add(column), heads, len, d, row };
+            column += heads * d;
+            block
+        })
     }
 
     /// `head`'s matrix (batch-major numbering) `= scale · lhs · rhs`, `[m, n, k]` with `m` =
@@ -200,7 +208,7 @@ impl Interleaved {
         let (b, h) = (head / self.heads, head % self.heads);
         let offset = b * self.len * self.row + h * self.d;
         // SAFETY: `offset` and the `m` rows of stride `row` after it lie inside the buffer
-        // (checked in `block`, with b < batch); the caller keeps other threads off this head.
+        // (checked in `blocks`, with b < batch); the caller keeps other threads off this head.
         unsafe { product_to(self.base.add(offset), self.row as isize, [m, n, k], lhs, rhs, scale) }
     }
 }

@@ -115,7 +115,8 @@ mod tests {
     }
 
     /// The CPU kernel gives the composed form's bits: tensors of lengths around the
-    /// eight-lane runs (0-7 left over), a large one, and one not in standard layout.
+    /// eight-lane runs (0-7 left over), a large one, and one not in standard layout, each
+    /// alone and all together.
     #[test]
     fn cpu_squared_norm_has_the_composed_forms_bits() {
         let device = Default::default();
@@ -127,10 +128,13 @@ mod tests {
             .collect();
         let transposed = Tensor::<Cpu, 2>::random([13, 7], burn::tensor::Distribution::Default, &device).transpose();
         tensors.push(transposed.into_primitive().tensor());
-        let kernel = super::cpu(tensors.clone());
-        let composed = composed::<Cpu>(tensors);
         let bits =
             |t: FloatTensor<Cpu>| Tensor::<Cpu, 1>::from_primitive(TensorPrimitive::Float(t)).into_scalar().to_bits();
-        assert_eq!(bits(kernel), bits(composed));
+        // Each tensor alone (a large one would swamp a small one's last bits in the total),
+        // then all of them.
+        for t in &tensors {
+            assert_eq!(bits(super::cpu(vec![t.clone()])), bits(composed::<Cpu>(vec![t.clone()])));
+        }
+        assert_eq!(bits(super::cpu(tensors.clone())), bits(composed::<Cpu>(tensors)));
     }
 }

@@ -14,8 +14,12 @@
 pub(super) fn wide<R>(body: impl FnOnce() -> R) -> R {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512dq") {
-            // SAFETY: the CPU has AVX-512 F and DQ (checked just above); both imply AVX2.
+        if std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512dq")
+            && std::arch::is_x86_feature_detected!("fma")
+        {
+            // SAFETY: the CPU has AVX-512 F and DQ and FMA (checked just above; a virtual
+            // machine may hide FMA even where AVX-512 F implies it); AVX-512 F implies AVX2.
             return unsafe { with_avx512(body) };
         }
         if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
@@ -28,7 +32,7 @@ pub(super) fn wide<R>(body: impl FnOnce() -> R) -> R {
 
 /// `body` inlined into a function compiled with AVX-512 (F and DQ: 16 lanes of f32, and the
 /// conversions between f32, f64 and integers the f64 sums and `exp`'s exponent bits use) and
-/// FMA, which AVX-512 F implies (for `mul_add` as one instruction).
+/// FMA (for `mul_add` as one instruction), each checked at run time.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512dq,avx2,fma")]
 unsafe fn with_avx512<R>(body: impl FnOnce() -> R) -> R {
@@ -144,7 +148,10 @@ mod tests {
 
     #[test]
     fn the_avx512_build_of_a_loop_gives_the_baseline_builds_bits() {
-        if !(std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512dq")) {
+        if !(std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512dq")
+            && std::arch::is_x86_feature_detected!("fma"))
+        {
             eprintln!("no AVX-512 on this CPU: only the baseline build runs here");
             return;
         }
