@@ -221,15 +221,21 @@ impl<B: Backend> MultiHeadAttention<B> {
     /// [`MultiHeadAttention::self_projections`] as one product (no adapters; every projection
     /// with a bias or none).
     pub(crate) fn merged_projections(&self, x: Tensor<B, 3>) -> (Tensor<B, 4>, KeyValue<B>) {
-        let layers = [&self.query, &self.key, &self.value];
-        let [qk, _, v] = layers.map(|l| l.weight.dims()[1]);
-        let weight = Tensor::cat(layers.iter().map(|l| l.weight.val()).collect(), 1);
-        let biases: Vec<_> = layers.iter().filter_map(|l| l.bias.as_ref().map(|b| b.val())).collect();
-        let bias = (!biases.is_empty()).then(|| Tensor::cat(biases, 0));
-        let y = crate::fused::linear(x, weight, bias, Weight::InOut);
+        let [qk, v] = [&self.query, &self.value].map(|l| l.weight.dims()[1]);
+        let y = self.joined_projections(x);
         let (queries, keys, values) = (y.clone().narrow(2, 0, qk), y.clone().narrow(2, qk, qk), y.narrow(2, 2 * qk, v));
         let kv = KeyValue { keys: self.split_heads(keys), values: self.split_heads(values) };
         (self.split_heads(queries), kv)
+    }
+
+    /// `x·[W^Q | W^K | W^V]` (+ the biases side by side, where every projection has one):
+    /// the three projections as one product, `[batch, len, 2·h·d_k + h·d_v]`.
+    pub(crate) fn joined_projections(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
+        let layers = [&self.query, &self.key, &self.value];
+        let weight = crate::fused::cat_columns(layers.map(|l| l.weight.val()));
+        let biases: Vec<_> = layers.iter().filter_map(|l| l.bias.as_ref().map(|b| b.val())).collect();
+        let bias = (!biases.is_empty()).then(|| Tensor::cat(biases, 0));
+        crate::fused::linear(x, weight, bias, Weight::InOut)
     }
 
     /// Attention of queries already projected and split into heads over `kv`.

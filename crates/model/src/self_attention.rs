@@ -11,7 +11,7 @@ use burn::tensor::{backend::Backend, Bool, Tensor};
 
 use crate::attention::{AttentionOutput, MultiHeadAttention};
 use crate::cache::{extend, SelfCache};
-use crate::fused::{attention_packed, cat_columns, Packing, Weight};
+use crate::fused::{attention_packed, Packing};
 
 impl<B: Backend> MultiHeadAttention<B> {
     /// Self-attention of `x`: with a cache, its keys and values appended to the cached ones
@@ -50,18 +50,14 @@ impl<B: Backend> MultiHeadAttention<B> {
     }
 
     /// Self-attention of `x` through one product `x·[W^Q | W^K | W^V]` (+ the biases side by
-    /// side), read in place by [`attention_packed`].
+    /// side, `joined_projections`), read in place by [`attention_packed`].
     pub(crate) fn packed_self_attention(
         &self,
         x: Tensor<B, 3>,
         mask: Option<Tensor<B, 4, Bool>>,
     ) -> AttentionOutput<B> {
-        let layers = [&self.query, &self.key, &self.value];
-        let [qk, _, v] = layers.map(|l| l.weight.dims()[1]);
-        let weight = cat_columns(layers.map(|l| l.weight.val()));
-        let biases: Vec<_> = layers.iter().filter_map(|l| l.bias.as_ref().map(|b| b.val())).collect();
-        let bias = (!biases.is_empty()).then(|| Tensor::cat(biases, 0));
-        let qkv = crate::fused::linear(x, weight, bias, Weight::InOut);
+        let [qk, v] = [&self.query, &self.value].map(|l| l.weight.dims()[1]);
+        let qkv = self.joined_projections(x);
         let packing = Packing { heads: self.n_heads, d_k: qk / self.n_heads, d_v: v / self.n_heads };
         let scale = if self.scaled { 1.0 / (packing.d_k as f64).sqrt() } else { 1.0 };
         let [context, weights] = attention_packed(qkv, packing, mask, scale);

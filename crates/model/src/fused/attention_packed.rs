@@ -69,12 +69,20 @@ pub(super) fn composed_backward<B: FusedOps>(
     let [batch, len, _] = qkv.dims();
     let [q, k, v] = split(qkv, packing).map(|t| t.into_primitive().tensor());
     let grads = B::fused_attention_backward(q, k, v, weights, grad, scale);
+    let grads = grads.map(|g| Tensor::<B, 4>::from_primitive(TensorPrimitive::Float(g)));
+    join(grads, packing, [batch, len]).into_primitive().tensor()
+}
+
+/// Three `[batch, heads, len, d]` tensors (the queries', keys' and values', or their
+/// gradients) joined into the packed `[batch, len, width]` layout: [`split`]'s inverse.
+pub(super) fn join<B: Backend>(parts: [Tensor<B, 4>; 3], packing: Packing, [batch, len]: [usize; 2]) -> Tensor<B, 3> {
     let widths = packing.widths();
-    let joined = [0, 1, 2].map(|part| {
-        let g = Tensor::<B, 4>::from_primitive(TensorPrimitive::Float(grads[part].clone()));
-        g.swap_dims(1, 2).reshape([batch, len, packing.heads * widths[part]])
-    });
-    Tensor::cat(joined.to_vec(), 2).into_primitive().tensor()
+    let joined: Vec<_> = parts
+        .into_iter()
+        .zip(widths)
+        .map(|(t, width)| t.swap_dims(1, 2).reshape([batch, len, packing.heads * width]))
+        .collect();
+    Tensor::cat(joined, 2)
 }
 
 #[cfg(test)]
@@ -213,10 +221,7 @@ mod tests {
             let [q, k, v] = split(qkv.clone(), packing);
             let [o, p] = super::super::attention::composed(q.clone(), k.clone(), v.clone(), mask.clone(), scale);
             let grads = super::super::attention::composed_backward(q, k, v, p.clone(), grad.clone(), scale);
-            let widths = packing.widths();
-            let joined =
-                [0, 1, 2].map(|part| grads[part].clone().swap_dims(1, 2).reshape([batch, len, heads * widths[part]]));
-            let d = Tensor::cat(joined.to_vec(), 2);
+            let d = join(grads, packing, [batch, len]);
             let prim4 = |t: Tensor<Cpu, 4>| t.into_primitive().tensor();
             for input in [&qkv, &permuted, &columns_apart] {
                 let prim = |t: &Tensor<Cpu, 3>| t.clone().into_primitive().tensor();
