@@ -136,7 +136,7 @@ thread_local! {
 
 /// Whether `t` is a contiguous f32 buffer that no other tensor shares: one that may be
 /// overwritten.
-fn writable(t: &T) -> bool {
+pub(super) fn writable(t: &T) -> bool {
     // `is_unique` is false for storage borrowed from outside (a memory-mapped record).
     matches!(t, NdArrayTensor::F32(storage) if storage.is_unique() && storage.view().is_standard_layout())
 }

@@ -12,7 +12,9 @@
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
-use burn::backend::autodiff::ops::{unary, Backward, Ops, OpsKind};
+use std::sync::Arc;
+
+use burn::backend::autodiff::ops::{binary, unary, Backward, Ops, OpsKind};
 use burn::backend::autodiff::NodeId;
 use burn::backend::Autodiff;
 use burn::tensor::backend::AutodiffBackend;
@@ -42,6 +44,24 @@ impl<B: FusedOps, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
                 prep.finish(input, B::fused_reshape(x.primitive, shape))
             }
             OpsKind::UnTracked(prep) => prep.finish(B::fused_reshape(x.primitive, shape)),
+        }
+    }
+
+    fn fused_add(a: FloatTensor<Self>, b: FloatTensor<Self>) -> FloatTensor<Self> {
+        #[derive(Debug)]
+        struct AddBackward;
+
+        impl<B: FusedOps> Backward<B, 2> for AddBackward {
+            type State = ();
+
+            fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
+                binary::<B, _, _>(ops.parents, ops.node, grads, |grad| grad, |grad| grad);
+            }
+        }
+
+        match AddBackward.prepare::<C>([a.node.clone(), b.node.clone()]).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => prep.finish((), B::fused_add(a.primitive, b.primitive)),
+            OpsKind::UnTracked(prep) => prep.finish(B::fused_add(a.primitive, b.primitive)),
         }
     }
 
@@ -108,7 +128,20 @@ impl<B: FusedOps, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
             fn backward(self, ops: Ops<Self::State, N>, grads: &mut Gradients, _: &mut Checkpointer) {
                 let (x, gamma, epsilon) = ops.state;
                 let grad = grads.consume::<B>(&ops.node);
-                let found = B::fused_layer_norm_backward(x, gamma, grad, epsilon);
+                // The input's gradient from its other uses (the residual stream's, registered
+                // first: the sum that reads it is later in the forward), added by the kernel.
+                let pending = ops.parents[0].as_ref().and_then(|node| {
+                    let probe = FloatTensor::<Autodiff<B>> {
+                        primitive: grad.clone(),
+                        node: node.clone(),
+                        rc: Arc::new(node.id),
+                    };
+                    grads.remove::<B>(&probe)
+                });
+                let found = match pending {
+                    Some(pending) => B::fused_layer_norm_backward_adding(x, gamma, grad, epsilon, pending),
+                    None => B::fused_layer_norm_backward(x, gamma, grad, epsilon),
+                };
                 register_some::<B, N>(
                     ops.parents.each_ref().map(|p| p.as_ref().map(|node| node.id)),
                     found.map(Some),

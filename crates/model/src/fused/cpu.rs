@@ -21,6 +21,10 @@ std::thread_local! {
     /// Tensors read by the kernels on this thread, for the test that checks which backends
     /// take the kernels.
     pub(super) static CALLS: core::cell::Cell<usize> = const { core::cell::Cell::new(0) };
+    /// LayerNorm backwards that added a pending gradient, and GELU backwards written over
+    /// their gradient, on this thread.
+    pub(crate) static ADDED_PENDING: core::cell::Cell<usize> = const { core::cell::Cell::new(0) };
+    pub(super) static GELU_IN_PLACE: core::cell::Cell<usize> = const { core::cell::Cell::new(0) };
 }
 
 /// Elements per parallel task: below this a task costs more to hand over than to run.
@@ -47,7 +51,13 @@ pub fn gelu(x: T) -> T {
 }
 
 /// `grad · (Φ(x) + x·φ(x))`, `φ(x) = e^{-x²/2}/√(2π)`.
+///
+/// Written over `grad` where nothing else holds it (the product's `dx` it comes from): one
+/// buffer of `[rows, d_ff]` less to bring into the cache.
 pub fn gelu_backward(x: T, grad: T) -> T {
+    if super::adamw::writable(&grad) {
+        return gelu_backward_in_place(x, grad);
+    }
     let (shape, x) = values(x);
     let (_, grad) = values(grad);
     let mut out = uninit(x.len());
@@ -64,6 +74,31 @@ pub fn gelu_backward(x: T, grad: T) -> T {
     });
     // SAFETY: the chunks cover the buffer, every element written once.
     tensor(unsafe { assume_init(out) }, shape)
+}
+
+/// [`gelu_backward`] over `grad`'s own buffer.
+fn gelu_backward_in_place(x: T, grad: T) -> T {
+    #[cfg(test)]
+    GELU_IN_PLACE.with(|c| c.set(c.get() + 1));
+    let (_, x) = values(x);
+    let mut grad = match grad {
+        NdArrayTensor::F32(storage) => storage.into_owned(),
+        _ => unreachable!("checked writable"),
+    };
+    let g = grad.as_slice_mut().expect("checked contiguous and unshared");
+    assert_eq!(g.len(), x.len(), "gelu_backward: a gradient of another size than x");
+    g.par_chunks_mut(GRAIN).zip(x.par_chunks(GRAIN)).for_each(|(g, x)| {
+        wide(
+            #[inline(always)]
+            || {
+                for (g, &v) in g.iter_mut().zip(x) {
+                    let pdf = exp_nonpositive(-0.5 * v * v) * INV_SQRT_2PI as f32;
+                    *g *= cdf(v) + v * pdf;
+                }
+            },
+        )
+    });
+    NdArrayTensor::from(grad)
 }
 
 /// Softmax of each row of the last axis: `e^{x−max} / Σ e^{x−max}`.
@@ -161,15 +196,27 @@ pub fn layer_norm(x: T, gamma: T, beta: Option<T>, epsilon: f64) -> T {
 /// The LayerNorm's gradients `[dx, dγ, dβ]` from its input, `γ` and the output's gradient
 /// (formulas at `FusedOps::fused_layer_norm_backward`). `dγ` and `dβ` are summed per block
 /// of rows, then over the blocks in order, so the result does not depend on the scheduling.
-pub fn layer_norm_backward(x: T, gamma: T, grad: T, epsilon: f64) -> [T; 3] {
+///
+/// With `pending` (the input's gradient from its other uses, of `x`'s shape), `dx` comes back
+/// with it added, each element `dx + pending` rounded once as a separate sum would be.
+pub fn layer_norm_backward(x: T, gamma: T, grad: T, epsilon: f64, pending: Option<T>) -> [T; 3] {
     let (shape, x) = values(x);
     let (_, gamma) = values(gamma);
     let (_, grad) = values(grad);
+    #[cfg(test)]
+    if pending.is_some() {
+        ADDED_PENDING.with(|c| c.set(c.get() + 1));
+    }
+    let pending = pending.map(|p| values(p).1);
     let last = last_axis(&shape);
     // Every element of `dx` is written only if γ covers the last axis and `grad` all of `x`.
     assert!(
         gamma.len() == last && grad.len() == x.len(),
         "layer_norm_backward: γ of {last}, the gradient of x's shape"
+    );
+    assert!(
+        pending.as_ref().is_none_or(|p| p.len() == x.len()),
+        "layer_norm_backward: a pending gradient of another size than x"
     );
     // Not zeroed first (a `memset` of the whole gradient was a fifth of this kernel's time):
     // each row's first loop below writes every element before any is read.
@@ -178,12 +225,16 @@ pub fn layer_norm_backward(x: T, gamma: T, grad: T, epsilon: f64) -> [T; 3] {
     let partials: Vec<(Vec<f32>, Vec<f32>)> = dx
         .par_chunks_mut(block)
         .zip(x.par_chunks(block).zip(grad.par_chunks(block)))
-        .map(|(dx, (x, grad))| {
+        .enumerate()
+        .map(|(index, (dx, (x, grad)))| {
+            let pending = pending.as_deref().map(|p| &p[index * block..][..x.len()]);
             wide(
                 #[inline(always)]
                 || {
                     let (mut dgamma, mut dbeta) = (vec![0.0f32; last], vec![0.0f32; last]);
-                    for ((dx, x), grad) in dx.chunks_mut(last).zip(x.chunks(last)).zip(grad.chunks(last)) {
+                    for (row, ((dx, x), grad)) in
+                        dx.chunks_mut(last).zip(x.chunks(last)).zip(grad.chunks(last)).enumerate()
+                    {
                         let (mean, rstd) = moments(x, epsilon);
                         // dx's row means of g·dy and g·dy·x̂ (x̂ the normalized input), summed in
                         // f64 lanes; `dx` holds g·dy and then g·dy·x̂ for the sums meanwhile.
@@ -201,8 +252,21 @@ pub fn layer_norm_backward(x: T, gamma: T, grad: T, epsilon: f64) -> [T; 3] {
                         }
                         let mean_gx = lanes_sum_f64(dx, |v| v as f64);
                         let (mean_g, mean_gx) = ((mean_g / last as f64) as f32, (mean_gx / last as f64) as f32);
-                        for ((d, &v), (&dy, &g)) in dx.iter_mut().zip(x).zip(grad.iter().zip(gamma.iter())) {
-                            *d = rstd * (dy * g - mean_g - (v - mean) * rstd * mean_gx);
+                        let dx_of = |v: f32, dy: f32, g: f32| rstd * (dy * g - mean_g - (v - mean) * rstd * mean_gx);
+                        match pending {
+                            Some(pending) => {
+                                let pending = &pending[row * last..][..last];
+                                for (((d, &v), (&dy, &g)), &p) in
+                                    dx.iter_mut().zip(x).zip(grad.iter().zip(gamma.iter())).zip(pending)
+                                {
+                                    *d = dx_of(v, dy, g) + p;
+                                }
+                            }
+                            None => {
+                                for ((d, &v), (&dy, &g)) in dx.iter_mut().zip(x).zip(grad.iter().zip(gamma.iter())) {
+                                    *d = dx_of(v, dy, g);
+                                }
+                            }
                         }
                     }
                     (dgamma, dbeta)

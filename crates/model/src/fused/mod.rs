@@ -43,6 +43,7 @@
 //! | token lookup's gradient on the GPU ([`embedding`]) | `select_add`: `d` threads, each over all rows | a one-hot product |
 
 pub mod adamw;
+mod add;
 pub use adamw::adamw;
 pub mod adamw_many;
 mod attention;
@@ -136,6 +137,26 @@ pub trait FusedOps: Backend {
             dgamma.into_primitive().tensor(),
             dbeta.into_primitive().tensor(),
         ]
+    }
+
+    /// [`FusedOps::fused_layer_norm_backward`] with `pending` (the gradient the input already
+    /// has from its other uses: the residual stream's, in a pre-norm layer) added to `dx`, as
+    /// autodiff would add the two. By default exactly that; the CPU kernel adds it as it
+    /// writes `dx` ([`add`]).
+    fn fused_layer_norm_backward_adding(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        epsilon: f64,
+        pending: FloatTensor<Self>,
+    ) -> [FloatTensor<Self>; 3] {
+        let [dx, dgamma, dbeta] = Self::fused_layer_norm_backward(x, gamma, grad, epsilon);
+        [Self::float_add(dx, pending), dgamma, dbeta]
+    }
+
+    /// `a + b` of one shape ([`add`]): Burn's sum by default.
+    fn fused_add(a: FloatTensor<Self>, b: FloatTensor<Self>) -> FloatTensor<Self> {
+        Self::float_add(a, b)
     }
 
     /// LayerNorm composed of this backend's operations (Burn's `layer_norm`, the same values);
@@ -314,6 +335,7 @@ pub trait FusedOps: Backend {
 /// `1/√(2π)`, the standard normal density at 0.
 pub(crate) const INV_SQRT_2PI: f64 = 0.398_942_280_401_432_7;
 
+pub use add::add;
 pub use attention::attention;
 pub use attention_packed::{attention_packed, Packing};
 pub use concat::{cat_columns, cat_pair};
@@ -332,6 +354,8 @@ pub use reshape::reshape;
 pub use unary::{gelu, softmax_last};
 #[cfg(test)]
 use unary::{Gelu, SoftmaxLast, Unary};
+#[cfg(test)]
+pub(crate) use {add::IN_PLACE as ADDS_IN_PLACE, cpu::ADDED_PENDING};
 
 /// LayerNorm over the last axis, `(x − μ)/√(σ² + ε) · γ + β`, fused where the backend has a
 /// kernel.

@@ -38,7 +38,19 @@ impl FusedOps for NdArray<f32> {
         grad: FloatTensor<Self>,
         epsilon: f64,
     ) -> [FloatTensor<Self>; 3] {
-        cpu::layer_norm_backward(x, gamma, grad, epsilon)
+        cpu::layer_norm_backward(x, gamma, grad, epsilon, None)
+    }
+    fn fused_layer_norm_backward_adding(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        epsilon: f64,
+        pending: FloatTensor<Self>,
+    ) -> [FloatTensor<Self>; 3] {
+        cpu::layer_norm_backward(x, gamma, grad, epsilon, Some(pending))
+    }
+    fn fused_add(a: FloatTensor<Self>, b: FloatTensor<Self>) -> FloatTensor<Self> {
+        super::add::cpu(a, b)
     }
     fn fused_attention(
         q: FloatTensor<Self>,

@@ -11,6 +11,7 @@ use burn_ndarray::NdArray;
 use super::*;
 
 mod norm;
+mod residual;
 pub(in crate::fused) use norm::{burns_layer_norm, layer_norm_f64, layer_norm_grads, layer_norm_inputs};
 
 type Cpu = NdArray<f32>;
