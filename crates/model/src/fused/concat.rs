@@ -71,10 +71,12 @@ fn columns_cpu(parts: &[F]) -> F {
         "cat_columns: matrices of {rows} rows"
     );
     let width: usize = parts.iter().map(|(shape, _)| shape[1]).sum();
+    // Each part's slice taken once (a `Values` dereference builds a view), not once a row.
+    let slices: Vec<(usize, &[f32])> = parts.iter().map(|(shape, values)| (shape[1], &**values)).collect();
     let mut out = Vec::with_capacity(rows * width);
     for row in 0..rows {
-        for (shape, values) in &parts {
-            out.extend_from_slice(&values[row * shape[1]..][..shape[1]]);
+        for &(cols, values) in &slices {
+            out.extend_from_slice(&values[row * cols..][..cols]);
         }
     }
     NdArrayTensor::from_data(TensorData::new(out, [rows, width]))

@@ -21,10 +21,8 @@ std::thread_local! {
     /// Tensors read by the kernels on this thread, for the test that checks which backends
     /// take the kernels.
     pub(super) static CALLS: core::cell::Cell<usize> = const { core::cell::Cell::new(0) };
-    /// LayerNorm backwards that added a pending gradient, and GELU backwards written over
-    /// their gradient, on this thread.
+    /// LayerNorm backwards that added a pending gradient, on this thread.
     pub(crate) static ADDED_PENDING: core::cell::Cell<usize> = const { core::cell::Cell::new(0) };
-    pub(super) static GELU_IN_PLACE: core::cell::Cell<usize> = const { core::cell::Cell::new(0) };
 }
 
 /// Elements per parallel task: below this a task costs more to hand over than to run.
@@ -51,13 +49,7 @@ pub fn gelu(x: T) -> T {
 }
 
 /// `grad · (Φ(x) + x·φ(x))`, `φ(x) = e^{-x²/2}/√(2π)`.
-///
-/// Written over `grad` where nothing else holds it (the product's `dx` it comes from): one
-/// buffer of `[rows, d_ff]` less to bring into the cache.
 pub fn gelu_backward(x: T, grad: T) -> T {
-    if super::adamw::writable(&grad) {
-        return gelu_backward_in_place(x, grad);
-    }
     let (shape, x) = values(x);
     let (_, grad) = values(grad);
     let mut out = uninit(x.len());
@@ -74,31 +66,6 @@ pub fn gelu_backward(x: T, grad: T) -> T {
     });
     // SAFETY: the chunks cover the buffer, every element written once.
     tensor(unsafe { assume_init(out) }, shape)
-}
-
-/// [`gelu_backward`] over `grad`'s own buffer.
-fn gelu_backward_in_place(x: T, grad: T) -> T {
-    #[cfg(test)]
-    GELU_IN_PLACE.with(|c| c.set(c.get() + 1));
-    let (_, x) = values(x);
-    let mut grad = match grad {
-        NdArrayTensor::F32(storage) => storage.into_owned(),
-        _ => unreachable!("checked writable"),
-    };
-    let g = grad.as_slice_mut().expect("checked contiguous and unshared");
-    assert_eq!(g.len(), x.len(), "gelu_backward: a gradient of another size than x");
-    g.par_chunks_mut(GRAIN).zip(x.par_chunks(GRAIN)).for_each(|(g, x)| {
-        wide(
-            #[inline(always)]
-            || {
-                for (g, &v) in g.iter_mut().zip(x) {
-                    let pdf = exp_nonpositive(-0.5 * v * v) * INV_SQRT_2PI as f32;
-                    *g *= cdf(v) + v * pdf;
-                }
-            },
-        )
-    });
-    NdArrayTensor::from(grad)
 }
 
 /// Softmax of each row of the last axis: `e^{x−max} / Σ e^{x−max}`.
@@ -162,6 +129,8 @@ pub fn layer_norm(x: T, gamma: T, beta: Option<T>, epsilon: f64) -> T {
     let (shape, x) = values(x);
     let (_, gamma) = values(gamma);
     let beta = beta.map(|b| values(b).1);
+    // Slices taken once, not a `Values` dereference (a view built, its layout checked) a row.
+    let (gamma, beta) = (&*gamma, beta.as_deref());
     let last = last_axis(&shape);
     // Every element of `out` is written only if γ (and β) cover the last axis.
     assert!(
@@ -202,12 +171,14 @@ pub fn layer_norm(x: T, gamma: T, beta: Option<T>, epsilon: f64) -> T {
 pub fn layer_norm_backward(x: T, gamma: T, grad: T, epsilon: f64, pending: Option<T>) -> [T; 3] {
     let (shape, x) = values(x);
     let (_, gamma) = values(gamma);
+    let gamma = &*gamma;
     let (_, grad) = values(grad);
     #[cfg(test)]
     if pending.is_some() {
         ADDED_PENDING.with(|c| c.set(c.get() + 1));
     }
     let pending = pending.map(|p| values(p).1);
+    let pending = pending.as_deref();
     let last = last_axis(&shape);
     // Every element of `dx` is written only if γ covers the last axis and `grad` all of `x`.
     assert!(
@@ -227,7 +198,7 @@ pub fn layer_norm_backward(x: T, gamma: T, grad: T, epsilon: f64, pending: Optio
         .zip(x.par_chunks(block).zip(grad.par_chunks(block)))
         .enumerate()
         .map(|(index, (dx, (x, grad)))| {
-            let pending = pending.as_deref().map(|p| &p[index * block..][..x.len()]);
+            let pending = pending.map(|p| &p[index * block..][..x.len()]);
             wide(
                 #[inline(always)]
                 || {

@@ -1,7 +1,6 @@
 //! The residual stream's sums on the CPU ([`super::super::add`]): the forward sum and the
 //! gradient sum folded into the LayerNorm's backward give Burn's own sums bit for bit, write
-//! over a buffer only where nothing else holds it, and are taken where the model needs them;
-//! the GELU backward written over its gradient likewise.
+//! over a buffer only where nothing else holds it, and are taken where the model needs them.
 
 use burn::tensor::{Tensor, TensorData};
 
@@ -71,23 +70,4 @@ fn layer_norm_backward_adds_the_residual_gradient_with_the_bits_of_burns_sum() {
     let (separate, reference) = run(false);
     assert_eq!((added, separate), (1, 0), "the LayerNorm's backward did not (only) add the residual's gradient");
     assert_eq!(folded, reference);
-}
-
-#[test]
-fn gelu_backward_writes_over_an_unshared_gradient_only_with_the_same_bits() {
-    let n = 5 * 1000;
-    let (xs, gs) = (values(n, 5, 4.0), values(n, 6, 1.0));
-    let x = tensor::<Cpu, 2>(xs, [5, 1000]).into_primitive().tensor();
-    let counted = || cpu::GELU_IN_PLACE.with(|c| c.get());
-    let shared = tensor::<Cpu, 2>(gs.clone(), [5, 1000]).into_primitive().tensor();
-    let before = counted();
-    let fresh = cpu::gelu_backward(x.clone(), shared.clone());
-    assert_eq!(counted(), before, "a shared gradient was written over");
-    let kept = Tensor::<Cpu, 2>::from_primitive(TensorPrimitive::Float(shared));
-    assert_eq!(data(kept), gs, "the shared gradient changed");
-    let unshared = tensor::<Cpu, 2>(gs, [5, 1000]).into_primitive().tensor();
-    let over = cpu::gelu_backward(x, unshared);
-    assert_eq!(counted(), before + 1, "an unshared gradient was not written over");
-    let [fresh, over] = [fresh, over].map(|t| data(Tensor::<Cpu, 2>::from_primitive(TensorPrimitive::Float(t))));
-    assert_eq!(fresh, over);
 }
