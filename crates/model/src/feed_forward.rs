@@ -3,7 +3,7 @@
 
 use burn::module::Module;
 use burn::nn::Linear;
-use burn::tensor::{activation::relu, backend::Backend, Tensor};
+use burn::tensor::{backend::Backend, Tensor};
 
 use crate::config::{Activation, ModelConfig};
 use crate::gelu::gelu;
@@ -45,7 +45,7 @@ impl<B: Backend> FeedForward<B> {
 /// - `x`: any; output: same
 pub fn activate<B: Backend, const D: usize>(x: Tensor<B, D>, activation: Activation) -> Tensor<B, D> {
     match activation {
-        Activation::Relu => relu(x),
+        Activation::Relu => crate::fused::relu(x),
         Activation::Gelu => gelu(x),
         Activation::GeluTanh => gelu_tanh(x),
     }

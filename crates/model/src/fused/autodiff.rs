@@ -65,6 +65,29 @@ impl<B: FusedOps, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
         }
     }
 
+    fn fused_relu(x: FloatTensor<Self>) -> FloatTensor<Self> {
+        #[derive(Debug)]
+        struct ReluBackward;
+
+        impl<B: FusedOps> Backward<B, 1> for ReluBackward {
+            /// The output `y`.
+            type State = FloatTensor<B>;
+
+            fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+                let y = ops.state;
+                unary::<B, _>(ops.parents, ops.node, grads, |grad| B::fused_relu_backward(y, grad));
+            }
+        }
+
+        match ReluBackward.prepare::<C>([x.node.clone()]).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => {
+                let y = B::fused_relu(x.primitive);
+                prep.finish(y.clone(), y)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(B::fused_relu(x.primitive)),
+        }
+    }
+
     fn fused_gelu(x: FloatTensor<Self>) -> FloatTensor<Self> {
         #[derive(Debug)]
         struct GeluBackward;

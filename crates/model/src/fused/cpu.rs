@@ -68,6 +68,46 @@ pub fn gelu_backward(x: T, grad: T) -> T {
     tensor(unsafe { assume_init(out) }, shape)
 }
 
+/// `max(x, 0)` as burn-ndarray's `relu` gives it (`clamp_min`): 0 where `x < 0`, else `x`
+/// (−0 and NaN stay as they are).
+pub fn relu(x: T) -> T {
+    let (shape, x) = values(x);
+    let mut out = uninit(x.len());
+    out.par_chunks_mut(GRAIN).zip(x.par_chunks(GRAIN)).for_each(|(out, x)| {
+        wide(
+            #[inline(always)]
+            || {
+                for (o, &v) in out.iter_mut().zip(x) {
+                    o.write(if v < 0.0 { 0.0 } else { v });
+                }
+            },
+        )
+    });
+    // SAFETY: the chunks cover the buffer, every element written once.
+    tensor(unsafe { assume_init(out) }, shape)
+}
+
+/// ReLU's backward from its output `y`, as Burn's `relu_backward`: 0 where `y ≤ 0`, else
+/// `grad`.
+pub fn relu_backward(y: T, grad: T) -> T {
+    let (shape, y) = values(y);
+    let (_, grad) = values(grad);
+    assert_eq!(y.len(), grad.len(), "relu_backward: a gradient of another size than the output");
+    let mut out = uninit(y.len());
+    out.par_chunks_mut(GRAIN).zip(y.par_chunks(GRAIN).zip(grad.par_chunks(GRAIN))).for_each(|(out, (y, g))| {
+        wide(
+            #[inline(always)]
+            || {
+                for ((o, &y), &g) in out.iter_mut().zip(y).zip(g) {
+                    o.write(if y <= 0.0 { 0.0 } else { g });
+                }
+            },
+        )
+    });
+    // SAFETY: the chunks cover the buffer, every element written once.
+    tensor(unsafe { assume_init(out) }, shape)
+}
+
 /// Softmax of each row of the last axis: `e^{x−max} / Σ e^{x−max}`.
 pub fn softmax_last(x: T) -> T {
     let (shape, x) = values(x);

@@ -90,6 +90,17 @@ pub trait FusedOps: Backend {
         composed::gelu_backward::<Self>(x, grad)
     }
 
+    /// `max(x, 0)`, element-wise (−0 and NaN as they are): Burn's `relu` by default.
+    fn fused_relu(x: FloatTensor<Self>) -> FloatTensor<Self> {
+        Self::relu(x)
+    }
+
+    /// ReLU's backward from its output `y`: `grad` where `y > 0` (or NaN), else 0: Burn's
+    /// `relu_backward` by default.
+    fn fused_relu_backward(y: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
+        Self::relu_backward(y, grad)
+    }
+
     /// Softmax over the last axis.
     fn fused_softmax_last(x: FloatTensor<Self>) -> FloatTensor<Self> {
         composed::softmax_last::<Self>(x)
@@ -351,7 +362,7 @@ pub use products::{
     gpu_products_from_env, linear_product, parse_gpu_products, with_gpu_products, GpuProducts, LinearProduct,
 };
 pub use reshape::reshape;
-pub use unary::{gelu, softmax_last};
+pub use unary::{gelu, relu, softmax_last};
 #[cfg(test)]
 use unary::{Gelu, SoftmaxLast, Unary};
 #[cfg(test)]

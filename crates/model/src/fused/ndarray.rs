@@ -18,6 +18,12 @@ impl FusedOps for NdArray<f32> {
     fn fused_gelu_backward(x: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
         cpu::gelu_backward(x, grad)
     }
+    fn fused_relu(x: FloatTensor<Self>) -> FloatTensor<Self> {
+        cpu::relu(x)
+    }
+    fn fused_relu_backward(y: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
+        cpu::relu_backward(y, grad)
+    }
     fn fused_softmax_last(x: FloatTensor<Self>) -> FloatTensor<Self> {
         cpu::softmax_last(x)
     }

@@ -72,6 +72,24 @@ fn fused_gelu_matches_the_composed_form_in_value_and_gradient() {
 }
 
 #[test]
+fn fused_relu_gives_burns_relu_bit_for_bit_in_value_and_gradient_with_zeros_and_nan() {
+    let shape = [2, 3, 5, 700]; // more than one parallel block
+    let n = shape.iter().product();
+    let special = [0.0, -0.0, f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 1e-30, -1e-30];
+    let x: Vec<f32> =
+        values(n, 14, 3.0).into_iter().enumerate().map(|(i, v)| special.get(i % 40).copied().unwrap_or(v)).collect();
+    let w = values(n, 15, 1.0);
+    let calls = || cpu::CALLS.with(|c| c.get());
+    let before = calls();
+    let (y, g) = value_and_grad::<Grad>(&x, &w, shape, relu);
+    assert!(calls() >= before + 3, "the ReLU kernels (one input forward, two backward) did not run");
+    let (y_ref, g_ref) = value_and_grad::<Grad>(&x, &w, shape, burn::tensor::activation::relu);
+    let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+    assert_eq!(bits(y), bits(y_ref), "value");
+    assert_eq!(bits(g), bits(g_ref), "gradient");
+}
+
+#[test]
 fn fused_softmax_matches_the_composed_form_in_value_and_gradient() {
     let shape = [3, 4, 33, 47];
     let n = shape.iter().product();

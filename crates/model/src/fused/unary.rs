@@ -19,6 +19,19 @@ pub fn gelu<B: Backend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> {
     unary::<Gelu, B, D>(x)
 }
 
+/// `max(x, 0)`, Burn's `relu` in values and gradients: the CPU kernels (one parallel pass each
+/// way; Burn's are one thread, and its backward a comparison then a masked fill) on the CPU
+/// backend, Burn's `relu` elsewhere.
+///
+/// # Shapes
+/// - `x`: any; output: the same
+pub fn relu<B: Backend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> {
+    if !super::dispatch::is_cpu_backend::<B>() {
+        return burn::tensor::activation::relu(x);
+    }
+    unary::<Relu, B, D>(x)
+}
+
 /// Softmax over the last axis, fused where the backend has a kernel.
 ///
 /// # Shapes
@@ -48,6 +61,18 @@ impl Unary for Gelu {
     fn composed<B: Backend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> {
         let cdf = x.clone().mul_scalar(core::f64::consts::FRAC_1_SQRT_2).erf().add_scalar(1.0).mul_scalar(0.5);
         x * cdf
+    }
+}
+
+pub(crate) struct Relu;
+
+impl Unary for Relu {
+    const TRACKED: bool = false;
+    fn fused<F: FusedOps>(x: FloatTensor<F>) -> FloatTensor<F> {
+        F::fused_relu(x)
+    }
+    fn composed<B: Backend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> {
+        burn::tensor::activation::relu(x)
     }
 }
 
