@@ -365,21 +365,22 @@ impl<B: FusedOps, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
         struct CrossEntropyBackward;
 
         impl<B: FusedOps> Backward<B, 1> for CrossEntropyBackward {
-            /// The logits, the targets and the smoothing.
-            type State = (FloatTensor<B>, IntTensor<B>, f64);
+            /// The logits, the targets, the rows' `ln Σ e^z` where the forward kept them, and
+            /// the smoothing.
+            type State = (FloatTensor<B>, IntTensor<B>, Option<FloatTensor<B>>, f64);
 
             fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
-                let (logits, targets, smoothing) = ops.state;
+                let (logits, targets, kept, smoothing) = ops.state;
                 unary::<B, _>(ops.parents, ops.node, grads, |grad| {
-                    B::fused_cross_entropy_backward(logits, targets, grad, smoothing)
+                    B::fused_cross_entropy_backward_from(logits, targets, kept, grad, smoothing)
                 });
             }
         }
 
         match CrossEntropyBackward.prepare::<C>([logits.node.clone()]).compute_bound().stateful() {
             OpsKind::Tracked(prep) => {
-                let out = B::fused_cross_entropy(logits.primitive.clone(), targets.clone(), smoothing);
-                prep.finish((logits.primitive, targets, smoothing), out)
+                let (out, kept) = B::fused_cross_entropy_keeping(logits.primitive.clone(), targets.clone(), smoothing);
+                prep.finish((logits.primitive, targets, kept, smoothing), out)
             }
             OpsKind::UnTracked(prep) => prep.finish(B::fused_cross_entropy(logits.primitive, targets, smoothing)),
         }

@@ -59,37 +59,67 @@ pub(super) fn composed_backward<B: Backend>(
 type F = FloatTensor<NdArray<f32>>;
 
 /// The forward kernel: one pass over each row (max, then the sum of exponentials, the target's
-/// logit and the row's sum in the same sweep).
-pub(super) fn cpu(logits: F, targets: IntTensor<NdArray<f32>>, smoothing: f64) -> F {
+/// logit and the row's sum in the same sweep). Also each row's `ln Σ e^z` as the backward
+/// reads it (rounded to f32), so that the backward does not sum the exponentials again: two
+/// of its three passes over `[rows, V]` logits (the Multi30k model's are 100 MB a step).
+pub(super) fn cpu(logits: F, targets: IntTensor<NdArray<f32>>, smoothing: f64) -> (F, F) {
     let (shape, z) = super::cpu::values(logits);
     let vocab = shape[1];
     let targets = indices(targets, vocab);
     let mut out = vec![0.0f32; 2 * targets.len()];
+    let mut normalizers = vec![0.0f32; targets.len()];
     let rows_per_task = (super::cpu::GRAIN / vocab).max(1);
     out.par_chunks_mut(2 * rows_per_task)
+        .zip(normalizers.par_chunks_mut(rows_per_task))
         .zip(z.par_chunks(vocab * rows_per_task))
         .zip(targets.par_chunks(rows_per_task))
-        .for_each(|((out, z), targets)| {
+        .for_each(|(((out, normalizers), z), targets)| {
             wide(
                 #[inline(always)]
                 || {
-                    for ((out, z), &t) in out.chunks_mut(2).zip(z.chunks(vocab)).zip(targets) {
+                    let rows = out.chunks_mut(2).zip(normalizers.iter_mut()).zip(z.chunks(vocab)).zip(targets);
+                    for (((out, normalizer), z), &t) in rows {
                         let lse = log_sum_exp(z);
                         let mean = lanes_sum_f64(z, |v| v as f64) / vocab as f64;
                         let nll = lse - z[t] as f64;
                         out[0] = nll as f32;
                         out[1] = ((1.0 - smoothing) * nll + smoothing * (lse - mean)) as f32;
+                        *normalizer = lse as f32;
                     }
                 },
             )
         });
-    NdArrayTensor::from_data(TensorData::new(out, [targets.len(), 2]))
+    let rows = targets.len();
+    (
+        NdArrayTensor::from_data(TensorData::new(out, [rows, 2])),
+        NdArrayTensor::from_data(TensorData::new(normalizers, [rows])),
+    )
 }
 
-/// The backward kernel: `dz` written once per row.
-pub(super) fn cpu_backward(logits: F, targets: IntTensor<NdArray<f32>>, grad: F, smoothing: f64) -> F {
+#[cfg(test)]
+std::thread_local! {
+    /// Backwards on this thread that read the forward's log-normalizers, for the tests.
+    pub(super) static KEPT_READ: core::cell::Cell<usize> = const { core::cell::Cell::new(0) };
+}
+
+/// The backward kernel: `dz` written once per row, from the rows' `ln Σ e^z` where the
+/// forward kept them (`log_normalizers`, `[rows]`), else summed again.
+pub(super) fn cpu_backward(
+    logits: F,
+    targets: IntTensor<NdArray<f32>>,
+    log_normalizers: Option<F>,
+    grad: F,
+    smoothing: f64,
+) -> F {
     let (shape, z) = super::cpu::values(logits);
     let (_, grad) = super::cpu::values(grad);
+    #[cfg(test)]
+    if log_normalizers.is_some() {
+        KEPT_READ.with(|c| c.set(c.get() + 1));
+    }
+    let kept = log_normalizers.map(|l| super::cpu::values(l).1);
+    let kept = kept.as_deref();
+    assert!(kept.is_none_or(|l| l.len() == shape[0]), "cross_entropy_backward: one log-normalizer a row");
     let vocab = shape[1];
     let targets = indices(targets, vocab);
     let mut dz = uninit(z.len());
@@ -98,13 +128,18 @@ pub(super) fn cpu_backward(logits: F, targets: IntTensor<NdArray<f32>>, grad: F,
     dz.par_chunks_mut(block)
         .zip(z.par_chunks(block))
         .zip(grad.par_chunks(2 * rows_per_task).zip(targets.par_chunks(rows_per_task)))
-        .for_each(|((dz, z), (grad, targets))| {
+        .enumerate()
+        .for_each(|(task, ((dz, z), (grad, targets)))| {
+            let kept = kept.map(|l| &l[task * rows_per_task..][..targets.len()]);
             wide(
                 #[inline(always)]
                 || {
-                    for (((dz, z), g), &t) in dz.chunks_mut(vocab).zip(z.chunks(vocab)).zip(grad.chunks(2)).zip(targets)
-                    {
-                        let lse = log_sum_exp(z) as f32;
+                    let rows = dz.chunks_mut(vocab).zip(z.chunks(vocab)).zip(grad.chunks(2)).zip(targets).enumerate();
+                    for (row, (((dz, z), g), &t)) in rows {
+                        let lse = match kept {
+                            Some(kept) => kept[row],
+                            None => log_sum_exp(z) as f32,
+                        };
                         let (both, uniform) = (g[0] + g[1], g[1] * (smoothing / vocab as f64) as f32);
                         for (d, &v) in dz.iter_mut().zip(z) {
                             d.write(both * super::exp::exp_nonpositive(v - lse) - uniform);

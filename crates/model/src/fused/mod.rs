@@ -302,6 +302,30 @@ pub trait FusedOps: Backend {
         composed::cross_entropy_backward::<Self>(logits, targets, grad, smoothing)
     }
 
+    /// [`FusedOps::fused_cross_entropy`] and, where this backend's backward reads them, each
+    /// row's `ln Σ e^z` (`[rows]`) for [`FusedOps::fused_cross_entropy_backward_from`]: none
+    /// by default.
+    fn fused_cross_entropy_keeping(
+        logits: FloatTensor<Self>,
+        targets: IntTensor<Self>,
+        smoothing: f64,
+    ) -> (FloatTensor<Self>, Option<FloatTensor<Self>>) {
+        (Self::fused_cross_entropy(logits, targets, smoothing), None)
+    }
+
+    /// [`FusedOps::fused_cross_entropy_backward`] with the rows' `ln Σ e^z` the forward kept
+    /// (where it kept them): by default they are not read.
+    fn fused_cross_entropy_backward_from(
+        logits: FloatTensor<Self>,
+        targets: IntTensor<Self>,
+        log_normalizers: Option<FloatTensor<Self>>,
+        grad: FloatTensor<Self>,
+        smoothing: f64,
+    ) -> FloatTensor<Self> {
+        let _ = log_normalizers;
+        Self::fused_cross_entropy_backward(logits, targets, grad, smoothing)
+    }
+
     /// `E[indices]`: the rows of `weight` (`[V, d]`) at `indices` (`[batch, len]`), as
     /// `[batch, len, d]` (Burn's lookup).
     fn fused_embedding(weight: FloatTensor<Self>, indices: IntTensor<Self>) -> FloatTensor<Self> {

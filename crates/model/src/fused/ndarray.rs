@@ -118,7 +118,15 @@ impl FusedOps for NdArray<f32> {
         norm::cpu(tensors)
     }
     fn fused_cross_entropy(logits: FloatTensor<Self>, targets: IntTensor<Self>, smoothing: f64) -> FloatTensor<Self> {
-        cross_entropy::cpu(logits, targets, smoothing)
+        cross_entropy::cpu(logits, targets, smoothing).0
+    }
+    fn fused_cross_entropy_keeping(
+        logits: FloatTensor<Self>,
+        targets: IntTensor<Self>,
+        smoothing: f64,
+    ) -> (FloatTensor<Self>, Option<FloatTensor<Self>>) {
+        let (out, log_normalizers) = cross_entropy::cpu(logits, targets, smoothing);
+        (out, Some(log_normalizers))
     }
     fn fused_cross_entropy_backward(
         logits: FloatTensor<Self>,
@@ -126,6 +134,15 @@ impl FusedOps for NdArray<f32> {
         grad: FloatTensor<Self>,
         smoothing: f64,
     ) -> FloatTensor<Self> {
-        cross_entropy::cpu_backward(logits, targets, grad, smoothing)
+        cross_entropy::cpu_backward(logits, targets, None, grad, smoothing)
+    }
+    fn fused_cross_entropy_backward_from(
+        logits: FloatTensor<Self>,
+        targets: IntTensor<Self>,
+        log_normalizers: Option<FloatTensor<Self>>,
+        grad: FloatTensor<Self>,
+        smoothing: f64,
+    ) -> FloatTensor<Self> {
+        cross_entropy::cpu_backward(logits, targets, log_normalizers, grad, smoothing)
     }
 }

@@ -189,6 +189,28 @@ fn fused_cross_entropy_matches_the_composed_form_in_value_and_gradient_with_and_
 }
 
 #[test]
+fn cross_entropy_backward_from_the_forwards_log_normalizers_has_the_bits_of_summing_them_again() {
+    let (rows, vocab) = (37, 1000); // more than one parallel block
+    let device = Default::default();
+    let z = Tensor::<Cpu, 2>::from_data(TensorData::new(values(rows * vocab, 16, 9.0), [rows, vocab]), &device);
+    let targets: Vec<i64> = (0..rows).map(|r| ((r * 7919) % vocab) as i64).collect();
+    let t = Tensor::<Cpu, 1, burn::tensor::Int>::from_data(TensorData::new(targets, [rows]), &device).into_primitive();
+    let g = Tensor::<Cpu, 2>::from_data(TensorData::new(values(rows * 2, 17, 1.0), [rows, 2]), &device);
+    let (z, g) = (z.into_primitive().tensor(), g.into_primitive().tensor());
+    let (_, kept) = cross_entropy::cpu(z.clone(), t.clone(), 0.1);
+    let back = |kept| {
+        let dz = cross_entropy::cpu_backward(z.clone(), t.clone(), kept, g.clone(), 0.1);
+        data(Tensor::<Cpu, 2>::from_primitive(TensorPrimitive::Float(dz)))
+    };
+    assert_eq!(back(Some(kept)), back(None));
+    // Under autodiff the forward keeps them and the backward reads them.
+    let read = || cross_entropy::KEPT_READ.with(|c| c.get());
+    let before = read();
+    let _ = cross_entropy_grads::<Grad>(3, 7, |z, t| cross_entropy(z, t, 0.1));
+    assert_eq!(read(), before + 1, "the backward summed the exponentials again");
+}
+
+#[test]
 fn composed_cross_entropy_backward_matches_autodiff_of_the_composed_form() {
     type Plain = Autodiff<NdArray<f32, i32>>;
     let smoothing = 0.1;
