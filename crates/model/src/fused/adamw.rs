@@ -123,7 +123,9 @@ pub fn cpu(param: T, grad: T, moments: Option<[T; 2]>, scale: Option<T>, s: Adam
     });
     let k = Coefficients::new(&s);
     match moments {
-        Some([m, v]) if writable(&param) && writable(&m) && writable(&v) => in_place([param, m, v], grad, scale, k),
+        Some([m, v]) if super::cpu::writable(&param) && super::cpu::writable(&m) && super::cpu::writable(&v) => {
+            in_place([param, m, v], grad, scale, k)
+        }
         moments => into_new(param, grad, moments, scale, k),
     }
 }
@@ -134,14 +136,7 @@ thread_local! {
     static IN_PLACE: core::cell::Cell<usize> = const { core::cell::Cell::new(0) };
 }
 
-/// Whether `t` is a contiguous f32 buffer that no other tensor shares: one that may be
-/// overwritten.
-pub(super) fn writable(t: &T) -> bool {
-    // `is_unique` is false for storage borrowed from outside (a memory-mapped record).
-    matches!(t, NdArrayTensor::F32(storage) if storage.is_unique() && storage.view().is_standard_layout())
-}
-
-/// The update written over the parameter and its moments (each [`writable`]).
+/// The update written over the parameter and its moments (each [`super::cpu::writable`]).
 fn in_place(tensors: [T; 3], grad: T, scale: f32, k: Coefficients) -> [T; 3] {
     #[cfg(test)]
     IN_PLACE.with(|c| c.set(c.get() + 1));

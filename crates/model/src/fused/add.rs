@@ -19,7 +19,7 @@ use burn::tensor::{Tensor, TensorPrimitive};
 use burn_ndarray::{NdArray, NdArrayTensor};
 use rayon::prelude::*;
 
-use super::cpu::{tensor, values, GRAIN};
+use super::cpu::{tensor, values, writable, GRAIN};
 use super::dispatch::{is_cpu_backend, on_kernels, same};
 use super::unwritten::{assume_init, uninit};
 use super::wide::wide;
@@ -54,9 +54,9 @@ pub fn add<B: Backend, const D: usize>(x: Tensor<B, D>, y: Tensor<B, D>) -> Tens
 /// buffer.
 pub(super) fn cpu(a: T, b: T) -> T {
     assert_eq!(a.shape(), b.shape(), "add: tensors of different shapes");
-    let (into, other) = if super::adamw::writable(&b) {
+    let (into, other) = if writable(&b) {
         (b, a)
-    } else if super::adamw::writable(&a) {
+    } else if writable(&a) {
         (a, b)
     } else {
         return fresh(a, b);

@@ -380,6 +380,13 @@ impl core::ops::Deref for Values {
     }
 }
 
+/// Whether `t` is a contiguous f32 buffer that no other tensor shares: one that a kernel may
+/// write over (AdamW's update, the residual sum).
+pub(super) fn writable(t: &T) -> bool {
+    // `is_unique` is false for storage borrowed from outside (a memory-mapped record).
+    matches!(t, NdArrayTensor::F32(storage) if storage.is_unique() && storage.view().is_standard_layout())
+}
+
 pub(super) fn tensor(values: Vec<f32>, shape: burn::tensor::Shape) -> T {
     NdArrayTensor::from_data(TensorData::new(values, shape))
 }
