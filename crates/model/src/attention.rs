@@ -58,12 +58,13 @@ pub fn attention_with_scale<B: Backend>(
         return (context, weights);
     }
     // The scale after the product, as nanoGPT does (and as burn-fusion needs: fused/attention.rs).
-    let mut scores = q.matmul(k.swap_dims(2, 3)).mul_scalar(scale); // [batch, heads, queries, keys]
+    // The products are Burn's, or on a GPU our kernel's (crate::fused::matmul).
+    let mut scores = crate::fused::matmul(q, k.swap_dims(2, 3)).mul_scalar(scale); // [batch, heads, queries, keys]
     if let Some(mask) = mask {
         scores = scores.mask_fill(mask.expand([batch, heads, queries, keys]), MASKED_SCORE);
     }
     let weights = softmax_last(scores);
-    let context = crate::fused::dropout(dropout, weights.clone()).matmul(v);
+    let context = crate::fused::matmul(crate::fused::dropout(dropout, weights.clone()), v);
     (context, weights)
 }
 

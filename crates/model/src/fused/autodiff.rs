@@ -3,7 +3,7 @@
 //! mechanism: a [`Backward`] step prepared on the input's node). What the backward needs is
 //! kept from the forward: the input for GELU; the output for the softmax; the input and `γ`
 //! for the LayerNorm (whose backward recomputes mean and deviation instead of keeping them);
-//! `Q`, `K`, `V` (or their packed rows) and the weights for attention; the input and weight for the linear map; the
+//! `Q`, `K`, `V` (or their packed rows) and the weights for attention; the input and weight for the linear map; both operands for a product; the
 //! logits and targets for the cross-entropy; the indices for a token lookup; the input's
 //! shape for a reshape. The composed
 //! LayerNorm ([`FusedOps::composed_layer_norm`]) runs `B`'s own operations forward and its
@@ -62,6 +62,41 @@ impl<B: FusedOps, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
         match AddBackward.prepare::<C>([a.node.clone(), b.node.clone()]).compute_bound().stateful() {
             OpsKind::Tracked(prep) => prep.finish((), B::fused_add(a.primitive, b.primitive)),
             OpsKind::UnTracked(prep) => prep.finish(B::fused_add(a.primitive, b.primitive)),
+        }
+    }
+
+    fn fused_product(a: FloatTensor<Self>, b: FloatTensor<Self>) -> FloatTensor<Self> {
+        /// `C = A·B` over the last two axes: `dA = dC·Bᵀ`, `dB = Aᵀ·dC` (both operands'
+        /// batch axes alike), each by `B`'s product with a transposed view for an operand.
+        #[derive(Debug)]
+        struct ProductBackward;
+
+        impl<B: FusedOps> Backward<B, 2> for ProductBackward {
+            /// Both operands.
+            type State = (FloatTensor<B>, FloatTensor<B>);
+
+            fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
+                let (a, b) = ops.state;
+                let transposed = |x: FloatTensor<B>| {
+                    let rank = x.shape().num_dims();
+                    B::float_swap_dims(x, rank - 2, rank - 1)
+                };
+                binary::<B, _, _>(
+                    ops.parents,
+                    ops.node,
+                    grads,
+                    |grad| B::fused_product(grad, transposed(b)),
+                    |grad| B::fused_product(transposed(a), grad),
+                );
+            }
+        }
+
+        match ProductBackward.prepare::<C>([a.node.clone(), b.node.clone()]).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => {
+                let state = (a.primitive.clone(), b.primitive.clone());
+                prep.finish(state, B::fused_product(a.primitive, b.primitive))
+            }
+            OpsKind::UnTracked(prep) => prep.finish(B::fused_product(a.primitive, b.primitive)),
         }
     }
 

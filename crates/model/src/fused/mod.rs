@@ -229,9 +229,9 @@ pub trait FusedOps: Backend {
         attention_packed::composed_backward::<Self>(qkv, packing, weights, grad, scale)
     }
 
-    /// `a·b` over the last two axes (rank 2, or 3 with a batch; either operand may be a
-    /// transposed view): the linear maps' products where `ATTEND_GPU_MATMUL=attend`
-    /// ([`products`]). Burn's `matmul` by default.
+    /// `a·b` over the last two axes (rank 2 to 4; either operand may be a transposed view):
+    /// the products of the linear maps and of attention where `ATTEND_GPU_MATMUL` takes ours
+    /// ([`products`]). Burn's `matmul` where a backend has no kernel of its own.
     fn fused_product(a: FloatTensor<Self>, b: FloatTensor<Self>) -> FloatTensor<Self> {
         Self::float_matmul(a, b)
     }
@@ -383,7 +383,7 @@ pub use embedding::embedding;
 pub use linear::{linear, Weight};
 pub use norm::squared_norm;
 pub use products::{
-    gpu_products_from_env, linear_product, parse_gpu_products, with_gpu_products, GpuProducts, LinearProduct,
+    gpu_products_from_env, linear_product, matmul, parse_gpu_products, with_gpu_products, GpuProducts, LinearProduct,
 };
 pub use reshape::reshape;
 pub use unary::{gelu, relu, softmax_last};

@@ -1,15 +1,17 @@
-//! Which kernel multiplies the linear maps' matrices on the GPU backends: Burn's (CubeCL's
-//! autotuned matmul, the default) or ours (`fused/cube/product.rs`), by the environment
-//! variable `ATTEND_GPU_MATMUL`. Every product of a linear map goes through [`product`]: the
-//! forward `x·W`, the backward's `dy·Wᵀ` and the weight gradients `xᵀ·dy`, cut into slices of
-//! rows where they sum over many ([`rows_product`]). Attention's per-head products stay Burn's.
+//! Which kernel multiplies the matrices of the linear maps and of attention on the GPU
+//! backends: Burn's (CubeCL's autotuned matmul) or ours (`fused/cube/product.rs`), by the
+//! environment variable `ATTEND_GPU_MATMUL`. Every product of a linear map goes through
+//! [`product`]: the forward `x·W`, the backward's `dy·Wᵀ` and the weight gradients `xᵀ·dy`,
+//! cut into slices of rows where they sum over many ([`rows_product`]); attention's per-head
+//! products through [`matmul`], one autodiff step whose backward takes the same kernel.
 //!
-//! Ours computes the same products (the tests in `fused/cube/product_tests.rs`) and stays
-//! opt-in: on an H200 its first form (scalar reads of shared memory) trained nanoGPT's GPU
-//! configuration at 0.81x CubeCL's tokens/s on wgpu and 0.45x on burn-cuda (docs/benchmarks.md,
-//! "The H200 again"), up to 17 TFLOP/s where its 128 × 128 tiles filled the GPU. The present
-//! form reads shared memory four floats at a time, and operands with contiguous rows from
-//! global memory likewise; it has not yet run on a GPU.
+//! Ours computes the same products (the tests in `fused/cube/product_tests.rs`) in exact
+//! `f32`. On an H200 its present form (128-bit reads of shared and global memory) trained
+//! nanoGPT's GPU configuration at 1.47x CubeCL's tokens/s on wgpu, where CubeCL's f32
+//! products are register-tile kernels without tensor cores (docs/benchmarks.md, "Our product
+//! kernel on the H200"), so `auto`, the default, takes ours on wgpu. On burn-cuda CubeCL's
+//! products of `f32` run on the tensor cores as TF32 (2.2x ours there in the first form), so
+//! `auto` keeps Burn's; half precision keeps Burn's everywhere.
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{DType, FloatDType, Tensor};
@@ -23,36 +25,72 @@ use super::FusedOps;
 /// The setting of `ATTEND_GPU_MATMUL`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GpuProducts {
-    /// `cubecl` (the default): Burn's matmul.
+    /// `auto` (the default): ours on burn-wgpu, Burn's on burn-cuda.
+    Auto,
+    /// `cubecl`: Burn's matmul.
     Burn,
     /// `attend`: our kernel, on burn-wgpu and burn-cuda, with burn-fusion or without.
     Ours,
 }
 
 /// The values `ATTEND_GPU_MATMUL` takes, for its errors.
-const EXPECTED: &str = "cubecl (the default) or attend";
+const EXPECTED: &str = "auto (the default), cubecl or attend";
 
 /// `ATTEND_GPU_MATMUL` read: unset, or a value [`parse_gpu_products`] takes.
 pub fn gpu_products_from_env() -> Result<GpuProducts, String> {
-    crate::env_switch::read("ATTEND_GPU_MATMUL", GpuProducts::Burn, EXPECTED, parse_gpu_products)
+    crate::env_switch::read("ATTEND_GPU_MATMUL", GpuProducts::Auto, EXPECTED, parse_gpu_products)
 }
 
-/// A value of `ATTEND_GPU_MATMUL`: `cubecl` (or empty), `attend`; anything else is an error
-/// that names the variable and the values it takes.
+/// A value of `ATTEND_GPU_MATMUL`: `auto` (or empty), `cubecl`, `attend`; anything else is an
+/// error that names the variable and the values it takes.
 pub fn parse_gpu_products(value: &str) -> Result<GpuProducts, String> {
-    let choices = [("", GpuProducts::Burn), ("cubecl", GpuProducts::Burn), ("attend", GpuProducts::Ours)];
+    let choices = [
+        ("", GpuProducts::Auto),
+        ("auto", GpuProducts::Auto),
+        ("cubecl", GpuProducts::Burn),
+        ("attend", GpuProducts::Ours),
+    ];
     crate::env_switch::parse("ATTEND_GPU_MATMUL", value, &choices, EXPECTED)
 }
 
 /// The setting in force on this thread: [`with_gpu_products`]'s (or the tests') choice, else
-/// the environment's, read once (a value the runner would refuse counts as `cubecl` here;
+/// the environment's, read once (a value the runner would refuse counts as `auto` here;
 /// `xtask` checks it before a run).
 fn setting() -> GpuProducts {
     static ENV: std::sync::OnceLock<GpuProducts> = std::sync::OnceLock::new();
     if let Some(setting) = CHOICE.with(|p| p.get()) {
         return setting;
     }
-    *ENV.get_or_init(|| gpu_products_from_env().unwrap_or(GpuProducts::Burn))
+    *ENV.get_or_init(|| gpu_products_from_env().unwrap_or(GpuProducts::Auto))
+}
+
+/// Whether our kernel multiplies on `kernels` (a GPU backend) under the setting in force.
+fn ours_on(kernels: &Kernels) -> bool {
+    match setting() {
+        GpuProducts::Burn => false,
+        GpuProducts::Ours => true,
+        GpuProducts::Auto => {
+            #[cfg(feature = "cuda")]
+            if matches!(kernels, Kernels::Cuda | Kernels::CudaAutodiff) {
+                return false;
+            }
+            !matches!(kernels, Kernels::None)
+        }
+    }
+}
+
+/// Whether our kernel's grid holds a product of `rows × cols` outputs per matrix and `batch`
+/// matrices: a cube per 128 columns, per 128 rows, and per matrix along its three axes, each
+/// at most 65,535 (Vulkan's guaranteed minimum).
+fn fits(rows: usize, cols: usize, batch: usize) -> bool {
+    rows.div_ceil(128) <= 65_535 && cols.div_ceil(128) <= 65_535 && batch <= 65_535
+}
+
+/// The number of matrices of a product of `a` and `b` (`[.., m, k]`, `[.., k, n]`), and
+/// whether their batch axes are alike.
+fn batch_of<const D: usize>(a: &[usize; D], b: &[usize; D]) -> (usize, bool) {
+    let alike = a[..D - 2] == b[..D - 2];
+    (a[..D - 2].iter().zip(&b[..D - 2]).map(|(x, y)| *x.max(y)).product(), alike)
 }
 
 thread_local! {
@@ -131,34 +169,68 @@ pub fn linear_product<B: Backend>(
     })
 }
 
-/// `a·b` over the last two axes (rank 2, or rank 3 with a batch): our kernel where the setting
-/// is `attend`, `B` is a GPU backend without autodiff (the linear maps' products run inside
-/// their own autodiff step) and both operands are `f32`, else Burn's `matmul` (half precision
-/// keeps CubeCL's products, which use the tensor cores where the backend has them; ours do not).
+/// `a·b` over the last two axes (rank 2, 3 or 4): our kernel where the setting takes it for
+/// `B`, a GPU backend without autodiff (the linear maps' products run inside their own
+/// autodiff step), and both operands are `f32`, else Burn's `matmul` (half precision keeps
+/// CubeCL's products, which use the tensor cores where the backend has them; ours do not).
 pub(super) fn product<B: Backend, const D: usize>(a: Tensor<B, D>, b: Tensor<B, D>) -> Tensor<B, D> {
+    let kernels = Kernels::for_products::<B>();
+    if !takes_ours(&kernels, &a, &b, false) {
+        return a.matmul(b);
+    }
+    multiply_on::<B, D>(kernels, a, b)
+}
+
+/// `a·b` over the last two axes for attention's per-head products (`[batch, heads, m, k]` ·
+/// `[batch, heads, k, n]`, the batch axes alike): as [`product`], on a GPU backend with
+/// autodiff too, where it is one autodiff step whose backward (`dA = dC·Bᵀ`, `dB = Aᵀ·dC`)
+/// takes the same kernel; Burn's `matmul` elsewhere.
+pub fn matmul<B: Backend, const D: usize>(a: Tensor<B, D>, b: Tensor<B, D>) -> Tensor<B, D> {
+    let kernels = Kernels::for_products::<B>();
+    if !takes_ours(&kernels, &a, &b, true) {
+        return a.matmul(b);
+    }
+    multiply_on::<B, D>(kernels, a, b)
+}
+
+/// Whether `a·b` on `kernels` takes our kernel: the setting says so there, both operands are
+/// `f32` of rank 2 to 4 (with their batch axes alike where `alike_batches`) and the grid holds it.
+fn takes_ours<B: Backend, const D: usize>(
+    kernels: &Kernels,
+    a: &Tensor<B, D>,
+    b: &Tensor<B, D>,
+    alike_batches: bool,
+) -> bool {
+    if !(2..=4).contains(&D) || !ours_on(kernels) || a.dtype() != DType::F32 || b.dtype() != DType::F32 {
+        return false;
+    }
+    let (da, db) = (a.dims(), b.dims());
+    let (batch, alike) = batch_of(&da, &db);
+    (alike || !alike_batches) && fits(da[D - 2], db[D - 1], batch)
+}
+
+/// `a·b` by `K::fused_product` for the backend `kernels` names (`B` itself).
+#[cfg_attr(not(any(feature = "wgpu", feature = "cuda")), allow(unused_variables))]
+fn multiply_on<B: Backend, const D: usize>(kernels: Kernels, a: Tensor<B, D>, b: Tensor<B, D>) -> Tensor<B, D> {
     #[cfg(any(feature = "wgpu", feature = "cuda"))]
     fn on<B: Backend, K: FusedOps, const D: usize>(a: Tensor<B, D>, b: Tensor<B, D>) -> Tensor<B, D> {
         let a = same::<Tensor<B, D>, Tensor<K, D>>(a).into_primitive().tensor();
         let b = same::<Tensor<B, D>, Tensor<K, D>>(b).into_primitive().tensor();
         same(Tensor::<K, D>::from_primitive(burn::tensor::TensorPrimitive::Float(K::fused_product(a, b))))
     }
-    if setting() == GpuProducts::Burn || !(D == 2 || D == 3) || a.dtype() != DType::F32 || b.dtype() != DType::F32 {
-        return a.matmul(b);
-    }
-    // The kernel's grid: a cube per 128 columns, per 128 rows, and per matrix along its three
-    // axes, each at most 65,535 (Vulkan's guaranteed minimum).
-    let (rows, cols) = (a.dims()[D - 2], b.dims()[D - 1]);
-    let batch = if D == 3 { a.dims()[0].max(b.dims()[0]) } else { 1 };
-    if rows.div_ceil(128) > 65_535 || cols.div_ceil(128) > 65_535 || batch > 65_535 {
-        return a.matmul(b);
-    }
-    match Kernels::for_products::<B>() {
+    match kernels {
         #[cfg(feature = "wgpu")]
         Kernels::Wgpu => on::<B, burn_wgpu::Wgpu, D>(a, b),
         #[cfg(feature = "wgpu")]
+        Kernels::WgpuAutodiff => on::<B, burn::backend::Autodiff<burn_wgpu::Wgpu>, D>(a, b),
+        #[cfg(feature = "wgpu")]
         Kernels::WgpuUnfused => on::<B, super::dispatch::WgpuUnfused, D>(a, b),
+        #[cfg(feature = "wgpu")]
+        Kernels::WgpuUnfusedAutodiff => on::<B, burn::backend::Autodiff<super::dispatch::WgpuUnfused>, D>(a, b),
         #[cfg(feature = "cuda")]
         Kernels::Cuda => on::<B, burn_cuda::Cuda, D>(a, b),
+        #[cfg(feature = "cuda")]
+        Kernels::CudaAutodiff => on::<B, burn::backend::Autodiff<burn_cuda::Cuda>, D>(a, b),
         _ => a.matmul(b),
     }
 }
@@ -215,18 +287,25 @@ pub(super) fn row_slices(n: usize, outputs: usize) -> usize {
 }
 
 impl Kernels {
-    /// The GPU backend without autodiff that `B` is, for [`product`]; `None` for any other.
+    /// The GPU backend `B` is, with autodiff or without, for [`product`] (which is called
+    /// with the backends without) and [`matmul`]; `None` for any other.
     #[cfg_attr(not(any(feature = "wgpu", feature = "cuda")), allow(clippy::extra_unused_type_parameters))]
     fn for_products<B: 'static>() -> Kernels {
         #[cfg(feature = "wgpu")]
         if is::<B, burn_wgpu::Wgpu>() {
             return Kernels::Wgpu;
+        } else if is::<B, burn::backend::Autodiff<burn_wgpu::Wgpu>>() {
+            return Kernels::WgpuAutodiff;
         } else if is::<B, super::dispatch::WgpuUnfused>() {
             return Kernels::WgpuUnfused;
+        } else if is::<B, burn::backend::Autodiff<super::dispatch::WgpuUnfused>>() {
+            return Kernels::WgpuUnfusedAutodiff;
         }
         #[cfg(feature = "cuda")]
         if is::<B, burn_cuda::Cuda>() {
             return Kernels::Cuda;
+        } else if is::<B, burn::backend::Autodiff<burn_cuda::Cuda>>() {
+            return Kernels::CudaAutodiff;
         }
         Kernels::None
     }
@@ -248,7 +327,8 @@ mod tests {
 
     #[test]
     fn gpu_products_setting_takes_cubecl_and_attend_and_names_the_variable_on_anything_else() {
-        assert_eq!(parse_gpu_products(""), Ok(GpuProducts::Burn));
+        assert_eq!(parse_gpu_products(""), Ok(GpuProducts::Auto));
+        assert_eq!(parse_gpu_products("auto"), Ok(GpuProducts::Auto));
         assert_eq!(parse_gpu_products(" cubecl "), Ok(GpuProducts::Burn));
         assert_eq!(parse_gpu_products("attend"), Ok(GpuProducts::Ours));
         let error = parse_gpu_products("ours").unwrap_err();

@@ -147,8 +147,8 @@ impl<B: FusionBackend + FusedOps> FusedOps for Fusion<B> {
         let rank = sa.num_dims();
         let mut shape = sa.clone();
         shape[rank - 1] = sb[rank - 1];
-        if rank == 3 {
-            shape[0] = sa[0].max(sb[0]);
+        for i in 0..rank - 2 {
+            shape[i] = sa[i].max(sb[i]);
         }
         let dtype = a.dtype;
         let inputs = vec![(a, Kind::Float), (b, Kind::Float)];

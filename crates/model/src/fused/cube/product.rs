@@ -125,32 +125,48 @@ fn fetch<F: Float, N: Size>(
     four
 }
 
-/// `c = a·b`, batched along `CUBE_POS_Z` when `batched` (rank 3; an operand with one matrix
-/// is shared by the batch), over `[m, k]`, `[k, n]`, `[m, n]` otherwise.
+/// `c = a·b` over `[m, k]`, `[k, n]`, `[m, n]`, batched along `CUBE_POS_Z` over the
+/// `batch_axes` (0, 1 or 2) axes before those: rank 3 (a batch of matrices) or rank 4 (the
+/// batch and the heads of attention's products, `CUBE_POS_Z` = `batch · heads + head`). An
+/// operand with one entry along a batch axis is shared along it.
 #[cube(launch_unchecked)]
 pub fn product_kernel<F: Float, NA: Size, NB: Size, NC: Size>(
     a: &Tensor<Vector<F, NA>>,
     b: &Tensor<Vector<F, NB>>,
     c: &mut Tensor<Vector<F, NC>>,
-    #[comptime] batched: bool,
+    #[comptime] batch_axes: usize,
     #[comptime] a_k_contiguous: bool,
     #[comptime] b_k_contiguous: bool,
     #[define(F)] _dtype: StorageType,
 ) {
-    let axis = comptime![if batched { 1usize } else { 0usize }];
+    comptime![assert!(batch_axes <= 2)];
+    let axis = comptime![batch_axes];
     let next = comptime![axis + 1];
     let mut a_base = 0usize;
     let mut b_base = 0usize;
     let mut c_base = 0usize;
-    if comptime![batched] {
-        let batch = CUBE_POS_Z as usize;
+    if comptime![batch_axes >= 1] {
+        let z = CUBE_POS_Z as usize;
+        // The position along each batch axis: `z` itself with one, `(z / H, z % H)` with two.
+        let mut outer = z;
+        if comptime![batch_axes == 2] {
+            let inner = z % c.shape(1);
+            outer = z / c.shape(1);
+            if a.shape(1) > 1usize {
+                a_base += inner * a.stride(1);
+            }
+            if b.shape(1) > 1usize {
+                b_base += inner * b.stride(1);
+            }
+            c_base += inner * c.stride(1);
+        }
         if a.shape(0) > 1usize {
-            a_base = batch * a.stride(0);
+            a_base += outer * a.stride(0);
         }
         if b.shape(0) > 1usize {
-            b_base = batch * b.stride(0);
+            b_base += outer * b.stride(0);
         }
-        c_base = batch * c.stride(0);
+        c_base += outer * c.stride(0);
     }
     let m = c.shape(axis);
     let n = c.shape(next);
@@ -260,20 +276,26 @@ fn unit_axis<R: CubeRuntime>(x: &CubeTensor<R>) -> Option<bool> {
     }
 }
 
-/// `a·b` by [`product_kernel`]: `[m, k]·[k, n]`, or `[s, m, k]·[s, k, n]` (either operand may
-/// have one matrix for the batch); operands in the same float type.
+/// `a·b` by [`product_kernel`]: `[m, k]·[k, n]`, `[s, m, k]·[s, k, n]` or `[s, h, m, k]·[s, h,
+/// k, n]` (either operand may have one entry along a batch axis); operands in the same float
+/// type.
 pub(super) fn product<R: CubeRuntime>(a: CubeTensor<R>, b: CubeTensor<R>) -> CubeTensor<R> {
     let (a, a_k) = contiguous_along_one_axis(a);
     let (b, b_n) = contiguous_along_one_axis(b);
     let (sa, sb) = (a.shape(), b.shape());
     let rank = sa.num_dims();
-    assert!(rank == sb.num_dims() && (rank == 2 || rank == 3), "product of ranks {sa:?} and {sb:?}");
+    assert!(rank == sb.num_dims() && (2..=4).contains(&rank), "product of ranks {sa:?} and {sb:?}");
     // The kernel's reads stay inside the operands only for matching shapes.
     assert_eq!(sa[rank - 1], sb[rank - 2], "product of {sa:?} and {sb:?}: inner sizes differ");
-    assert!(rank == 2 || sa[0] == sb[0] || sa[0] == 1 || sb[0] == 1, "product of {sa:?} and {sb:?}: batches differ");
+    let batch_dims: Vec<usize> = (0..rank - 2)
+        .map(|i| {
+            assert!(sa[i] == sb[i] || sa[i] == 1 || sb[i] == 1, "product of {sa:?} and {sb:?}: batches differ");
+            sa[i].max(sb[i])
+        })
+        .collect();
     let (m, n) = (sa[rank - 2], sb[rank - 1]);
-    let batch = if rank == 3 { sa[0].max(sb[0]) } else { 1 };
-    let out = empty(&a, if rank == 3 { Shape::new([batch, m, n]) } else { Shape::new([m, n]) });
+    let batch: usize = batch_dims.iter().product();
+    let out = empty(&a, Shape::from([batch_dims, vec![m, n]].concat()));
     let count = CubeCount::Static(n.div_ceil(TILE) as u32, m.div_ceil(TILE) as u32, batch as u32);
     let dtype = a.dtype.into();
     // `A`'s rows are its second-last axis, `B`'s and `C`'s columns their last.
@@ -283,8 +305,8 @@ pub(super) fn product<R: CubeRuntime>(a: CubeTensor<R>, b: CubeTensor<R>) -> Cub
     VECTORS.fetch_add([va, vb, vc].iter().filter(|&&v| v == 4).count(), std::sync::atomic::Ordering::Relaxed);
     // SAFETY: every read of an operand is guarded by its rows and depth, every write of `out`
     // by its rows and columns (`load`, the final loop), the shapes match (asserted above) and
-    // the batch index is below `out`'s batch and each operand's (or the operand has one
-    // matrix); shared memory is indexed below its size (`2·STAGE`); the loop over `k` ends. A
+    // the position along each batch axis is below `out`'s size there and each operand's (or
+    // the operand has one entry there: `CUBE_POS_Z` counts `out`'s batch entries); shared memory is indexed below its size (`2·STAGE`); the loop over `k` ends. A
     // vector of four is read or written only where `vectors_of_four_rows` found the rows
     // contiguous and every offset a multiple of four, so that it starts at a multiple of four
     // and lies wholly inside or wholly outside the guarded rows and columns.
@@ -299,7 +321,7 @@ pub(super) fn product<R: CubeRuntime>(a: CubeTensor<R>, b: CubeTensor<R>) -> Cub
             a.into_tensor_arg(),
             b.into_tensor_arg(),
             out.clone().into_tensor_arg(),
-            rank == 3,
+            rank - 2,
             a_k,
             // `B`'s `k` is its second-last axis: contiguous when its last axis is not.
             !b_n,

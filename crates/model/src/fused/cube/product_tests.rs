@@ -115,7 +115,8 @@ fn merged_projections_on_wgpu_equal_three_products_on_cpu() {
 /// Our product kernel (`ATTEND_GPU_MATMUL=attend`) on wgpu, fused and unfused, against Burn's
 /// product on the CPU: shapes that end partway through a 128 × 128 tile and an 8-deep step,
 /// each operand plain or a transposed view (the kernel reads both through their strides), a
-/// batch, and a batch sharing one right-hand matrix; with sizes that are not multiples of four
+/// batch, a batch sharing one right-hand matrix, and two batch axes (attention's) with an
+/// operand shared along one; with sizes that are not multiples of four
 /// (read element by element) and sizes that are (contiguous rows read four at a time).
 #[test]
 fn our_product_kernel_on_wgpu_equals_cpu_products_for_every_layout_and_ragged_shape() {
@@ -172,8 +173,13 @@ fn our_product_kernel_on_wgpu_equals_cpu_products_for_every_layout_and_ragged_sh
     check("batched", [3, 70, 9], [3, 9, 260], (false, false));
     check("batched, a transposed", [3, 9, 70], [3, 9, 260], (true, false));
     check("batched, one right-hand matrix", [3, 70, 9], [1, 9, 33], (false, false));
+    // Two batch axes (attention's batch and heads), with an operand shared along either.
+    check("two batch axes", [2, 3, 70, 9], [2, 3, 9, 130], (false, false));
+    check("two batch axes, both transposed", [2, 3, 9, 70], [2, 3, 130, 9], (true, true));
+    check("two batch axes, b shared along the second", [2, 3, 70, 9], [2, 1, 9, 33], (false, false));
+    check("two batch axes, a shared along the first", [1, 3, 70, 9], [2, 3, 33, 9], (false, true));
     let runs = super::CALLS.load(Ordering::Relaxed) - before;
-    assert!(runs >= 14, "our kernel ran {runs} times for 14 products");
+    assert!(runs >= 22, "our kernel ran {runs} times for 22 products");
 
     // Sizes that are multiples of four (but not of the tile or the step): each operand whose
     // rows are contiguous, and every output, is read or written four rows at a time.
@@ -233,6 +239,46 @@ fn linear_map_with_our_products_on_wgpu_equals_cpu_in_values_and_gradients() {
             {
                 close(o, r, 1e-4, &format!("{backend} {layout:?} {what}"));
             }
+        }
+    }
+}
+
+/// Attention's per-head products through `fused::matmul` with our kernel on wgpu (fused and
+/// unfused, under autodiff): the scores `Q·Kᵀ` and the context `P·V` give the CPU's values
+/// and gradients for `Q`, `K`, `V`, and every product of the forward and backward runs in
+/// our kernel (two forward, four backward).
+#[test]
+fn attention_products_with_our_kernel_on_wgpu_equal_cpu_in_values_and_gradients() {
+    use crate::fused::products::CHOICE;
+    use crate::fused::{matmul, GpuProducts};
+
+    fn grads<B: AutodiffBackend>() -> [Vec<f32>; 4] {
+        let device = Default::default();
+        let shape = [2, 3, 70, 12];
+        let n = shape.iter().product::<usize>();
+        let make = |seed, scale| {
+            Tensor::<B, 4>::from_data(TensorData::new(values(n, seed, scale), shape), &device).require_grad()
+        };
+        let (q, k, v) = (make(21, 1.0), make(22, 1.0), make(23, 0.5));
+        let scores = matmul(q.clone(), k.clone().swap_dims(2, 3)).mul_scalar(0.25);
+        let context = matmul(burn::tensor::activation::softmax(scores, 3), v.clone());
+        let w = Tensor::<B, 4>::from_data(TensorData::new(values(n, 24, 1.0), shape), &device);
+        let g = (context.clone() * w).sum().backward();
+        [data(context), data(q.grad(&g).unwrap()), data(k.grad(&g).unwrap()), data(v.grad(&g).unwrap())]
+    }
+
+    let _turn = super::tests::serial();
+    let reference = grads::<Autodiff<burn_ndarray::NdArray<f32>>>();
+    CHOICE.with(|p| p.set(Some(GpuProducts::Ours)));
+    let before = super::CALLS.load(Ordering::Relaxed);
+    let fused = grads::<Autodiff<burn_wgpu::Wgpu>>();
+    let unfused = grads::<Autodiff<WgpuUnfused>>();
+    let runs = super::CALLS.load(Ordering::Relaxed) - before;
+    CHOICE.with(|p| p.set(None));
+    assert!(runs >= 12, "our kernel ran {runs} times for 12 products");
+    for (backend, ours) in [("wgpu", fused), ("wgpu-unfused", unfused)] {
+        for (what, (o, r)) in ["context", "dQ", "dK", "dV"].iter().zip(ours.iter().zip(&reference)) {
+            close(o, r, 1e-4, &format!("{backend} {what}"));
         }
     }
 }
