@@ -97,6 +97,7 @@ def by_step(path, marker, top):
         "kernels": [{"name": k, "launches": v[0], "ms": round(v[1], 3),
                      "share": round(v[1] / total_ms, 3) if total_ms else None} for k, v in rows[:top]],
         "matmul_ms_in_order": [round(ms, 3) for n, ms in middle if n == "MatmulEntry"],
+        "product_kernel_ms_in_order": [round(ms, 3) for n, ms in middle if n == "ProductKernel"],
     }, ensure_ascii=False))
 
 

@@ -7,9 +7,10 @@
 //!
 //! Ours computes the same products (the tests in `fused/cube/product_tests.rs`) in exact
 //! `f32`. On an H200 its present form (128-bit reads of shared and global memory) trained
-//! nanoGPT's GPU configuration at 1.47x CubeCL's tokens/s on wgpu, where CubeCL's f32
-//! products are register-tile kernels without tensor cores (docs/benchmarks.md, "Our product
-//! kernel on the H200"), so `auto`, the default, takes ours on wgpu. On burn-cuda CubeCL's
+//! nanoGPT's GPU configuration at 1.47x CubeCL's tokens/s on wgpu for the linear maps, and
+//! at 1.71x with attention's products too, where CubeCL's f32 products are register-tile
+//! kernels without tensor cores (docs/benchmarks.md, "Our product kernel on the H200"), so
+//! `auto`, the default, takes ours on wgpu. On burn-cuda CubeCL's
 //! products of `f32` run on the tensor cores as TF32 (2.2x ours there in the first form), so
 //! `auto` keeps Burn's; half precision keeps Burn's everywhere.
 

@@ -12,7 +12,7 @@
 //! | softmax + cross-entropy | one row pass over the logits; one (no `[rows, V]` log-probabilities kept) |
 //! | AdamW update of a parameter | one element-wise pass ([`adamw`]) |
 //! | squared norm of many tensors | one pass per tensor into partial sums, one over those ([`norm`]) |
-//! | a linear map's matrix product (`ATTEND_GPU_MATMUL=attend`) | one register-blocked product ([`product`]) |
+//! | a matrix product of a linear map or of attention (`ATTEND_GPU_MATMUL`, the default on wgpu) | one register-blocked product ([`product`]) |
 //!
 //! Linear maps are otherwise composed: one matrix product each, Burn's by default.
 

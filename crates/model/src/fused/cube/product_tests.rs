@@ -1,7 +1,7 @@
 //! The weight gradients' products on wgpu (lavapipe will do), over enough rows to be cut into
 //! slices, on the fused and the unfused backend: the token lookup's gradient as a one-hot
 //! product against Burn's `select_add` on the CPU, self-attention's merged projections
-//! against three products on the CPU, and our product kernel (`ATTEND_GPU_MATMUL=attend`)
+//! against three products on the CPU, and our product kernel (`ATTEND_GPU_MATMUL`)
 //! against the CPU's products for every layout and ragged shapes, with a linear map's values
 //! and gradients through it.
 
@@ -112,7 +112,7 @@ fn merged_projections_on_wgpu_equal_three_products_on_cpu() {
     }
 }
 
-/// Our product kernel (`ATTEND_GPU_MATMUL=attend`) on wgpu, fused and unfused, against Burn's
+/// Our product kernel (`ATTEND_GPU_MATMUL`) on wgpu, fused and unfused, against Burn's
 /// product on the CPU: shapes that end partway through a 128 × 128 tile and an 8-deep step,
 /// each operand plain or a transposed view (the kernel reads both through their strides), a
 /// batch, a batch sharing one right-hand matrix, and two batch axes (attention's) with an
