@@ -83,7 +83,7 @@ pub fn run_on<W: OnBackend>(backend: Backend, work: W) -> Result<W::Output> {
 
 /// Before a GPU backend's first use: its kernel caches (`kernel_cache`), and a check of
 /// `ATTEND_GPU_KERNELS` (which GPU backends run the CubeCL kernels of the fused operations)
-/// and `ATTEND_GPU_MATMUL` (whose kernel multiplies the linear maps), so that a value the
+/// and `ATTEND_GPU_MATMUL` (whose kernel multiplies the linear maps and attention), so that a value the
 /// model would not take stops the run instead of being ignored.
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 fn gpu_setup() -> Result<()> {

@@ -24,6 +24,7 @@ use rayon::prelude::*;
 use super::cpu::softmax_in_place;
 use super::heads::{by_heads, Address, Heads, Interleaved, F};
 use super::linear::{product_into, view};
+use super::products::product;
 use super::score_mask::Mask;
 use super::unwritten::{assume_init, uninit};
 use super::wide::{lanes_dot, wide};
@@ -46,12 +47,12 @@ pub(super) fn composed<B: Backend>(
 ) -> [Tensor<B, 4>; 2] {
     let [batch, heads, queries, _] = q.dims();
     let keys = k.dims()[2];
-    let mut scores = q.matmul(k.swap_dims(2, 3)).mul_scalar(scale);
+    let mut scores = product(q, k.swap_dims(2, 3)).mul_scalar(scale);
     if let Some(mask) = mask {
         scores = scores.mask_fill(mask.expand([batch, heads, queries, keys]), MASKED_SCORE);
     }
     let weights = burn::tensor::activation::softmax(scores, 3);
-    [weights.clone().matmul(v), weights]
+    [product(weights.clone(), v), weights]
 }
 
 /// `[dQ, dK, dV]`, composed.
@@ -63,11 +64,11 @@ pub(super) fn composed_backward<B: Backend>(
     grad: Tensor<B, 4>,
     scale: f64,
 ) -> [Tensor<B, 4>; 3] {
-    let dp = grad.clone().matmul(v.swap_dims(2, 3));
+    let dp = product(grad.clone(), v.swap_dims(2, 3));
     let ds = weights.clone() * (dp.clone() - (dp * weights.clone()).sum_dim(3));
-    let dq = ds.clone().matmul(k).mul_scalar(scale);
-    let dk = ds.swap_dims(2, 3).matmul(q).mul_scalar(scale);
-    let dv = weights.swap_dims(2, 3).matmul(grad);
+    let dq = product(ds.clone(), k).mul_scalar(scale);
+    let dk = product(ds.swap_dims(2, 3), q).mul_scalar(scale);
+    let dv = product(weights.swap_dims(2, 3), grad);
     [dq, dk, dv]
 }
 

@@ -192,7 +192,7 @@ pub(super) fn attention_kernels_under_fusion() -> bool {
     matches!(gpu_kernels(), GpuKernels::All | GpuKernels::Attention)
 }
 
-fn gpu_kernels() -> GpuKernels {
+pub(super) fn gpu_kernels() -> GpuKernels {
     static ENV: std::sync::OnceLock<GpuKernels> = std::sync::OnceLock::new();
     #[cfg(test)]
     if let Some(mode) = TEST_GPU_KERNELS.with(|m| m.get()) {

@@ -231,7 +231,8 @@ pub trait FusedOps: Backend {
 
     /// `a·b` over the last two axes (rank 2 to 4; either operand may be a transposed view):
     /// the products of the linear maps and of attention where `ATTEND_GPU_MATMUL` takes ours
-    /// ([`products`]). Burn's `matmul` where a backend has no kernel of its own.
+    /// ([`products`], which calls it on the GPU backends only). Burn's `matmul` by default;
+    /// under autodiff an autodiff step of its own (its operands' batch axes alike).
     fn fused_product(a: FloatTensor<Self>, b: FloatTensor<Self>) -> FloatTensor<Self> {
         Self::float_matmul(a, b)
     }

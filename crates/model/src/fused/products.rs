@@ -3,7 +3,11 @@
 //! environment variable `ATTEND_GPU_MATMUL`. Every product of a linear map goes through
 //! [`product`]: the forward `x·W`, the backward's `dy·Wᵀ` and the weight gradients `xᵀ·dy`,
 //! cut into slices of rows where they sum over many ([`rows_product`]); attention's per-head
-//! products through [`matmul`], one autodiff step whose backward takes the same kernel.
+//! products through [`matmul`] where attention is composed under Burn's autodiff (with
+//! dropout on its weights), one autodiff step whose backward takes the same kernel, and
+//! through [`product`] inside attention's own autodiff step (`fused/attention.rs`, without
+//! dropout). The CubeCL kernel of the fused attention (`ATTEND_GPU_KERNELS=all`, and
+//! wgpu-unfused) keeps Burn's products.
 //!
 //! Ours computes the same products (the tests in `fused/cube/product_tests.rs`) in exact
 //! `f32`. On an H200 its present form (128-bit reads of shared and global memory) trained
@@ -65,7 +69,8 @@ fn setting() -> GpuProducts {
     *ENV.get_or_init(|| gpu_products_from_env().unwrap_or(GpuProducts::Auto))
 }
 
-/// Whether our kernel multiplies on `kernels` (a GPU backend) under the setting in force.
+/// Whether our kernel multiplies on `kernels` (a GPU backend) under the setting in force:
+/// `auto` takes it on wgpu unless `ATTEND_GPU_KERNELS=off` asks for Burn's operations alone.
 fn ours_on(kernels: &Kernels) -> bool {
     match setting() {
         GpuProducts::Burn => false,
@@ -75,7 +80,7 @@ fn ours_on(kernels: &Kernels) -> bool {
             if matches!(kernels, Kernels::Cuda | Kernels::CudaAutodiff) {
                 return false;
             }
-            !matches!(kernels, Kernels::None)
+            !matches!(kernels, Kernels::None) && super::dispatch::gpu_kernels() != super::GpuKernels::Off
         }
     }
 }
@@ -171,12 +176,14 @@ pub fn linear_product<B: Backend>(
 }
 
 /// `a·b` over the last two axes (rank 2, 3 or 4): our kernel where the setting takes it for
-/// `B`, a GPU backend without autodiff (the linear maps' products run inside their own
-/// autodiff step), and both operands are `f32`, else Burn's `matmul` (half precision keeps
+/// `B`, a GPU backend, and both operands are `f32`, else Burn's `matmul` (half precision keeps
 /// CubeCL's products, which use the tensor cores where the backend has them; ours do not).
+/// `B` is mostly a backend without autodiff (the linear maps' products run inside their own
+/// autodiff step); with autodiff (the composed forms under `ATTEND_GPU_KERNELS=off`) the
+/// product is [`matmul`]'s autodiff step.
 pub(super) fn product<B: Backend, const D: usize>(a: Tensor<B, D>, b: Tensor<B, D>) -> Tensor<B, D> {
     let kernels = Kernels::for_products::<B>();
-    if !takes_ours(&kernels, &a, &b, false) {
+    if !takes_ours(&kernels, &a, &b) {
         return a.matmul(b);
     }
     multiply_on::<B, D>(kernels, a, b)
@@ -188,26 +195,23 @@ pub(super) fn product<B: Backend, const D: usize>(a: Tensor<B, D>, b: Tensor<B, 
 /// takes the same kernel; Burn's `matmul` elsewhere.
 pub fn matmul<B: Backend, const D: usize>(a: Tensor<B, D>, b: Tensor<B, D>) -> Tensor<B, D> {
     let kernels = Kernels::for_products::<B>();
-    if !takes_ours(&kernels, &a, &b, true) {
+    if !takes_ours(&kernels, &a, &b) {
         return a.matmul(b);
     }
     multiply_on::<B, D>(kernels, a, b)
 }
 
 /// Whether `a·b` on `kernels` takes our kernel: the setting says so there, both operands are
-/// `f32` of rank 2 to 4 (with their batch axes alike where `alike_batches`) and the grid holds it.
-fn takes_ours<B: Backend, const D: usize>(
-    kernels: &Kernels,
-    a: &Tensor<B, D>,
-    b: &Tensor<B, D>,
-    alike_batches: bool,
-) -> bool {
+/// `f32` of rank 2 to 4, the grid holds it, and under autodiff the batch axes are alike (the
+/// autodiff step sums no gradient over a broadcast axis; without autodiff the kernel shares an
+/// operand's single entry along a batch axis).
+fn takes_ours<B: Backend, const D: usize>(kernels: &Kernels, a: &Tensor<B, D>, b: &Tensor<B, D>) -> bool {
     if !(2..=4).contains(&D) || !ours_on(kernels) || a.dtype() != DType::F32 || b.dtype() != DType::F32 {
         return false;
     }
     let (da, db) = (a.dims(), b.dims());
     let (batch, alike) = batch_of(&da, &db);
-    (alike || !alike_batches) && fits(da[D - 2], db[D - 1], batch)
+    (alike || !kernels.is_autodiff()) && fits(da[D - 2], db[D - 1], batch)
 }
 
 /// `a·b` by `K::fused_product` for the backend `kernels` names (`B` itself).
@@ -288,8 +292,8 @@ pub(super) fn row_slices(n: usize, outputs: usize) -> usize {
 }
 
 impl Kernels {
-    /// The GPU backend `B` is, with autodiff or without, for [`product`] (which is called
-    /// with the backends without) and [`matmul`]; `None` for any other.
+    /// The GPU backend `B` is, with autodiff or without, for [`product`] and [`matmul`];
+    /// `None` for any other.
     #[cfg_attr(not(any(feature = "wgpu", feature = "cuda")), allow(clippy::extra_unused_type_parameters))]
     fn for_products<B: 'static>() -> Kernels {
         #[cfg(feature = "wgpu")]
@@ -309,6 +313,17 @@ impl Kernels {
             return Kernels::CudaAutodiff;
         }
         Kernels::None
+    }
+
+    /// Whether these are a GPU backend's kernels under autodiff.
+    fn is_autodiff(&self) -> bool {
+        match self {
+            #[cfg(feature = "wgpu")]
+            Kernels::WgpuAutodiff | Kernels::WgpuUnfusedAutodiff => true,
+            #[cfg(feature = "cuda")]
+            Kernels::CudaAutodiff => true,
+            _ => false,
+        }
     }
 }
 
@@ -337,6 +352,36 @@ mod tests {
             error.contains("ATTEND_GPU_MATMUL") && error.contains("cubecl") && error.contains("\"ours\""),
             "{error}"
         );
+    }
+
+    /// `auto` takes our kernel on wgpu (fused or not, with autodiff or without) unless
+    /// `ATTEND_GPU_KERNELS=off`, Burn's on cuda and on a backend without GPU kernels; `cubecl`
+    /// and `attend` choose alike everywhere.
+    #[cfg(feature = "wgpu")]
+    #[test]
+    fn auto_takes_our_products_on_wgpu_and_burns_under_off_on_cuda_and_elsewhere() {
+        use crate::fused::dispatch::TEST_GPU_KERNELS;
+        use crate::fused::GpuKernels;
+        let wgpu = [Kernels::Wgpu, Kernels::WgpuAutodiff, Kernels::WgpuUnfused, Kernels::WgpuUnfusedAutodiff];
+        let choose = |choice, mode, kernels: &Kernels| {
+            TEST_GPU_KERNELS.with(|m| m.set(Some(mode)));
+            let ours = with_gpu_products(choice, || ours_on(kernels));
+            TEST_GPU_KERNELS.with(|m| m.set(None));
+            ours
+        };
+        for kernels in &wgpu {
+            assert!(choose(GpuProducts::Auto, GpuKernels::Unfused, kernels));
+            assert!(choose(GpuProducts::Auto, GpuKernels::All, kernels));
+            assert!(!choose(GpuProducts::Auto, GpuKernels::Off, kernels));
+            assert!(!choose(GpuProducts::Burn, GpuKernels::Unfused, kernels));
+            assert!(choose(GpuProducts::Ours, GpuKernels::Off, kernels));
+        }
+        assert!(!choose(GpuProducts::Auto, GpuKernels::Unfused, &Kernels::None));
+        #[cfg(feature = "cuda")]
+        for kernels in [Kernels::Cuda, Kernels::CudaAutodiff] {
+            assert!(!choose(GpuProducts::Auto, GpuKernels::Unfused, &kernels));
+            assert!(choose(GpuProducts::Ours, GpuKernels::Unfused, &kernels));
+        }
     }
 
     use burn::tensor::{Distribution, Tolerance};

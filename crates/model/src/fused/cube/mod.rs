@@ -14,7 +14,8 @@
 //! | squared norm of many tensors | one pass per tensor into partial sums, one over those ([`norm`]) |
 //! | a matrix product of a linear map or of attention (`ATTEND_GPU_MATMUL`, the default on wgpu) | one register-blocked product ([`product`]) |
 //!
-//! Linear maps are otherwise composed: one matrix product each, Burn's by default.
+//! Linear maps are otherwise composed: one matrix product each, ours on wgpu by default and
+//! CubeCL's on cuda (`ATTEND_GPU_MATMUL`, `fused/products.rs`).
 
 mod adamw;
 pub mod fusion;

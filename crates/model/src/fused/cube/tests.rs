@@ -209,7 +209,11 @@ fn linear_case<B: AutodiffBackend>() {
 #[test]
 fn under_auto_the_fusion_backend_takes_each_operation_as_one_composed_step_with_the_same_gradients() {
     use crate::fused::dispatch::TRACKED;
+    use crate::fused::products::CHOICE;
     let _turn = serial();
+    // The products' kernel is `ATTEND_GPU_MATMUL`'s (our kernel by default on wgpu, tested in
+    // `product_tests.rs`): here Burn's, so that a kernel run counted is one of the operations'.
+    CHOICE.with(|p| p.set(Some(crate::fused::GpuProducts::Burn)));
     let cases: [(&str, fn(), bool); 6] = [
         ("GELU", gelu_case::<Fused>, false),
         ("softmax", softmax_case::<Fused>, true),
@@ -226,6 +230,7 @@ fn under_auto_the_fusion_backend_takes_each_operation_as_one_composed_step_with_
         assert!(!runs(GpuKernels::Off, case), "off: {name} ran a kernel");
         assert_eq!(TRACKED.load(Ordering::Relaxed), tracked, "off: {name} went as one composed step");
     }
+    CHOICE.with(|p| p.set(None));
 }
 
 /// `ATTEND_GPU_KERNELS=attention`: under burn-fusion attention alone runs our kernels (with the
