@@ -71,7 +71,7 @@ fn setting() -> GpuProducts {
 
 /// Whether our kernel multiplies on `kernels` (a GPU backend) under the setting in force:
 /// `auto` takes it on wgpu unless `ATTEND_GPU_KERNELS=off` asks for Burn's operations alone.
-fn ours_on(kernels: &Kernels) -> bool {
+pub(in crate::fused) fn ours_on(kernels: &Kernels) -> bool {
     match setting() {
         GpuProducts::Burn => false,
         GpuProducts::Ours => true,
@@ -211,7 +211,10 @@ fn takes_ours<B: Backend, const D: usize>(kernels: &Kernels, a: &Tensor<B, D>, b
     }
     let (da, db) = (a.dims(), b.dims());
     let (batch, alike) = batch_of(&da, &db);
-    (alike || !kernels.is_autodiff()) && fits(da[D - 2], db[D - 1], batch)
+    // An empty product (no rows, columns or matrices) is Burn's: the kernel's grid would be empty.
+    let (rows, cols) = (da[D - 2], db[D - 1]);
+    let empty = rows == 0 || cols == 0 || batch == 0;
+    (alike || !kernels.is_autodiff()) && !empty && fits(rows, cols, batch)
 }
 
 /// `a·b` by `K::fused_product` for the backend `kernels` names (`B` itself).
@@ -352,36 +355,6 @@ mod tests {
             error.contains("ATTEND_GPU_MATMUL") && error.contains("cubecl") && error.contains("\"ours\""),
             "{error}"
         );
-    }
-
-    /// `auto` takes our kernel on wgpu (fused or not, with autodiff or without) unless
-    /// `ATTEND_GPU_KERNELS=off`, Burn's on cuda and on a backend without GPU kernels; `cubecl`
-    /// and `attend` choose alike everywhere.
-    #[cfg(feature = "wgpu")]
-    #[test]
-    fn auto_takes_our_products_on_wgpu_and_burns_under_off_on_cuda_and_elsewhere() {
-        use crate::fused::dispatch::TEST_GPU_KERNELS;
-        use crate::fused::GpuKernels;
-        let wgpu = [Kernels::Wgpu, Kernels::WgpuAutodiff, Kernels::WgpuUnfused, Kernels::WgpuUnfusedAutodiff];
-        let choose = |choice, mode, kernels: &Kernels| {
-            TEST_GPU_KERNELS.with(|m| m.set(Some(mode)));
-            let ours = with_gpu_products(choice, || ours_on(kernels));
-            TEST_GPU_KERNELS.with(|m| m.set(None));
-            ours
-        };
-        for kernels in &wgpu {
-            assert!(choose(GpuProducts::Auto, GpuKernels::Unfused, kernels));
-            assert!(choose(GpuProducts::Auto, GpuKernels::All, kernels));
-            assert!(!choose(GpuProducts::Auto, GpuKernels::Off, kernels));
-            assert!(!choose(GpuProducts::Burn, GpuKernels::Unfused, kernels));
-            assert!(choose(GpuProducts::Ours, GpuKernels::Off, kernels));
-        }
-        assert!(!choose(GpuProducts::Auto, GpuKernels::Unfused, &Kernels::None));
-        #[cfg(feature = "cuda")]
-        for kernels in [Kernels::Cuda, Kernels::CudaAutodiff] {
-            assert!(!choose(GpuProducts::Auto, GpuKernels::Unfused, &kernels));
-            assert!(choose(GpuProducts::Ours, GpuKernels::Unfused, &kernels));
-        }
     }
 
     use burn::tensor::{Distribution, Tolerance};

@@ -282,3 +282,33 @@ fn attention_products_with_our_kernel_on_wgpu_equal_cpu_in_values_and_gradients(
         }
     }
 }
+
+/// `auto` takes our kernel on wgpu (fused or not, with autodiff or without) unless
+/// `ATTEND_GPU_KERNELS=off`, Burn's on cuda and on a backend without GPU kernels; `cubecl`
+/// and `attend` choose alike everywhere.
+#[test]
+fn auto_takes_our_products_on_wgpu_and_burns_under_off_on_cuda_and_elsewhere() {
+    use crate::fused::dispatch::Kernels;
+    use crate::fused::products::{ours_on, with_gpu_products};
+    use crate::fused::GpuProducts;
+    let wgpu = [Kernels::Wgpu, Kernels::WgpuAutodiff, Kernels::WgpuUnfused, Kernels::WgpuUnfusedAutodiff];
+    let choose = |choice, mode, kernels: &Kernels| {
+        TEST_GPU_KERNELS.with(|m| m.set(Some(mode)));
+        let ours = with_gpu_products(choice, || ours_on(kernels));
+        TEST_GPU_KERNELS.with(|m| m.set(None));
+        ours
+    };
+    for kernels in &wgpu {
+        assert!(choose(GpuProducts::Auto, GpuKernels::Unfused, kernels));
+        assert!(choose(GpuProducts::Auto, GpuKernels::All, kernels));
+        assert!(!choose(GpuProducts::Auto, GpuKernels::Off, kernels));
+        assert!(!choose(GpuProducts::Burn, GpuKernels::Unfused, kernels));
+        assert!(choose(GpuProducts::Ours, GpuKernels::Off, kernels));
+    }
+    assert!(!choose(GpuProducts::Auto, GpuKernels::Unfused, &Kernels::None));
+    #[cfg(feature = "cuda")]
+    for kernels in [Kernels::Cuda, Kernels::CudaAutodiff] {
+        assert!(!choose(GpuProducts::Auto, GpuKernels::Unfused, &kernels));
+        assert!(choose(GpuProducts::Ours, GpuKernels::Unfused, &kernels));
+    }
+}
