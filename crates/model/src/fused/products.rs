@@ -182,17 +182,14 @@ pub fn linear_product<B: Backend>(
 /// autodiff step); with autodiff (the composed forms under `ATTEND_GPU_KERNELS=off`) the
 /// product is [`matmul`]'s autodiff step.
 pub(super) fn product<B: Backend, const D: usize>(a: Tensor<B, D>, b: Tensor<B, D>) -> Tensor<B, D> {
-    let kernels = Kernels::for_products::<B>();
-    if !takes_ours(&kernels, &a, &b) {
-        return a.matmul(b);
-    }
-    multiply_on::<B, D>(kernels, a, b)
+    matmul(a, b)
 }
 
-/// `a·b` over the last two axes for attention's per-head products (`[batch, heads, m, k]` ·
-/// `[batch, heads, k, n]`, the batch axes alike): as [`product`], on a GPU backend with
-/// autodiff too, where it is one autodiff step whose backward (`dA = dC·Bᵀ`, `dB = Aᵀ·dC`)
-/// takes the same kernel; Burn's `matmul` elsewhere.
+/// `a·b` over the last two axes, for attention's per-head products (`[batch, heads, m, k]` ·
+/// `[batch, heads, k, n]`) and, through [`product`], the linear maps': our kernel on a GPU
+/// backend where `takes_ours` says so, with autodiff too, where it is one autodiff step
+/// whose backward (`dA = dC·Bᵀ`, `dB = Aᵀ·dC`) takes the same kernel; Burn's `matmul`
+/// elsewhere.
 pub fn matmul<B: Backend, const D: usize>(a: Tensor<B, D>, b: Tensor<B, D>) -> Tensor<B, D> {
     let kernels = Kernels::for_products::<B>();
     if !takes_ours(&kernels, &a, &b) {
