@@ -65,6 +65,7 @@ mod heads;
 mod linear;
 mod ndarray;
 pub(crate) mod norm;
+mod product_autodiff;
 mod products;
 mod reshape;
 mod score_mask;
