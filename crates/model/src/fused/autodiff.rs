@@ -3,7 +3,7 @@
 //! mechanism: a [`Backward`] step prepared on the input's node). What the backward needs is
 //! kept from the forward: the input for GELU; the output for the softmax; the input and `γ`
 //! for the LayerNorm (whose backward recomputes mean and deviation instead of keeping them);
-//! `Q`, `K`, `V` (or their packed rows) and the weights for attention; the input and weight for the linear map; both operands for a product; the
+//! `Q`, `K`, `V` (or their packed rows) and the weights for attention; the input and weight for the linear map (a product's step is in `product_autodiff.rs`); the
 //! logits and targets for the cross-entropy; the indices for a token lookup; the input's
 //! shape for a reshape. The composed
 //! LayerNorm ([`FusedOps::composed_layer_norm`]) runs `B`'s own operations forward and its
