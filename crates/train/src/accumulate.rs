@@ -51,7 +51,8 @@ pub(crate) fn accumulate<B: AutodiffBackend, M: AutodiffModule<B>>(
         }
         counted += count;
         processed += tokens;
-        let grads = objective.backward();
+        // The CPU's weight gradients beside the rest of the pass (`attend_model::fused::backward`).
+        let grads = attend_model::fused::backward(objective);
         accumulator.accumulate(model, GradientsParams::from_grads(grads, model));
     }
     Ok((accumulator, nll, counted, processed))

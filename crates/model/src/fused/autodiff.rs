@@ -3,7 +3,7 @@
 //! mechanism: a [`Backward`] step prepared on the input's node). What the backward needs is
 //! kept from the forward: the input for GELU; the output for the softmax; the input and `γ`
 //! for the LayerNorm (whose backward recomputes mean and deviation instead of keeping them);
-//! `Q`, `K`, `V` (or their packed rows) and the weights for attention; the input and weight for the linear map (a product's step is in `product_autodiff.rs`); the
+//! `Q`, `K`, `V` (or their packed rows) and the weights for attention; the input and weight for the linear map (its step in `linear_autodiff.rs`, a product's in `product_autodiff.rs`); the
 //! logits and targets for the cross-entropy; the indices for a token lookup; the input's
 //! shape for a reshape. The composed
 //! LayerNorm ([`FusedOps::composed_layer_norm`]) runs `B`'s own operations forward and its
@@ -19,7 +19,7 @@ use burn::backend::autodiff::NodeId;
 use burn::backend::Autodiff;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::ops::{BoolTensor, FloatTensor, IntTensor};
-use burn::tensor::{Shape, TensorMetadata};
+use burn::tensor::TensorMetadata;
 
 use super::{composed_norm, FusedOps, Packing, Weight};
 
@@ -310,58 +310,7 @@ impl<B: FusedOps, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
         bias: Option<FloatTensor<Self>>,
         layout: Weight,
     ) -> FloatTensor<Self> {
-        /// Parents `[x, W]` or `[x, W, b]`.
-        #[derive(Debug)]
-        struct LinearBackward;
-
-        impl<B: FusedOps, const N: usize> Backward<B, N> for LinearBackward {
-            /// The input as [`FusedOps::linear_rows`] gives it, its own shape, the weight and
-            /// its layout.
-            type State = (FloatTensor<B>, Shape, FloatTensor<B>, Weight);
-
-            fn backward(self, ops: Ops<Self::State, N>, grads: &mut Gradients, _: &mut Checkpointer) {
-                let (x, shape, weight, layout) = ops.state;
-                let grad = grads.consume::<B>(&ops.node);
-                let (dx, dw, db) = B::fused_linear_backward(x, weight, grad, layout, N == 3);
-                let dx = super::reshaped::<B>(dx, shape);
-                register_some::<B, N>(
-                    ops.parents.each_ref().map(|p| p.as_ref().map(|node| node.id)),
-                    [Some(dx), Some(dw), db],
-                    grads,
-                );
-            }
-        }
-
-        fn run<B: FusedOps, C: CheckpointStrategy, const N: usize>(
-            inputs: [&FloatTensor<Autodiff<B, C>>; N],
-            layout: Weight,
-        ) -> FloatTensor<Autodiff<B, C>> {
-            let (x, weight) = (inputs[0].primitive.clone(), inputs[1].primitive.clone());
-            let bias = inputs.get(2).map(|b| b.primitive.clone());
-            let nodes = inputs.map(|t| t.node.clone());
-            let shape = x.shape();
-            // The output in the input's rank, `[…, d_out]`.
-            let out_shape = |y: &FloatTensor<B>| {
-                let mut out = shape.clone();
-                let last = out.num_dims() - 1;
-                out[last] = y.shape()[y.shape().num_dims() - 1];
-                out
-            };
-            match <LinearBackward as Backward<B, N>>::prepare::<C>(LinearBackward, nodes).compute_bound().stateful() {
-                OpsKind::Tracked(prep) => {
-                    let rows = B::linear_rows(x);
-                    let y = B::fused_linear(rows.clone(), weight.clone(), bias, layout);
-                    let out = out_shape(&y);
-                    prep.finish((rows, shape, weight, layout), super::reshaped::<B>(y, out))
-                }
-                OpsKind::UnTracked(prep) => prep.finish(B::fused_linear(x, weight, bias, layout)),
-            }
-        }
-
-        match &bias {
-            Some(bias) => run::<B, C, 3>([&x, &weight, bias], layout),
-            None => run::<B, C, 2>([&x, &weight], layout),
-        }
+        super::linear_autodiff::tracked::<B, C>(x, weight, bias, layout)
     }
 
     fn fused_cross_entropy(logits: FloatTensor<Self>, targets: IntTensor<Self>, smoothing: f64) -> FloatTensor<Self> {
@@ -417,7 +366,7 @@ impl<B: FusedOps, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
 
 /// Registers `found[i]` as the gradient of the `i`-th parent where the parent is tracked and
 /// there is a gradient (a map without bias has none for it).
-fn register_some<B: FusedOps, const N: usize>(
+pub(super) fn register_some<B: FusedOps, const N: usize>(
     parents: [Option<NodeId>; N],
     found: [Option<FloatTensor<B>>; 3],
     grads: &mut Gradients,

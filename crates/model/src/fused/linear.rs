@@ -13,7 +13,7 @@ use core::mem::MaybeUninit;
 
 use burn::tensor::backend::Backend;
 use burn::tensor::ops::FloatTensor;
-use burn::tensor::{Tensor, TensorData, TensorPrimitive};
+use burn::tensor::{Tensor, TensorData, TensorMetadata, TensorPrimitive};
 use burn_ndarray::{NdArray, NdArrayTensor};
 
 use super::products::{self, rows_product};
@@ -243,12 +243,7 @@ pub(super) fn cpu(x: F, w: F, b: Option<F>, layout: Weight) -> F {
 
 /// The backward kernel: `dx`, `dW` (in the weight's layout) and, `with_bias`, `db`.
 pub(super) fn cpu_backward(x: F, w: F, grad: F, layout: Weight, with_bias: bool) -> (F, F, Option<F>) {
-    let (shape, x) = super::cpu::values(x);
-    let (w_shape, w) = super::cpu::values(w);
-    let (_, grad) = super::cpu::values(grad);
-    let d_in = shape[shape.num_dims() - 1];
-    let rows = x.len() / d_in.max(1);
-    let d_out = grad.len() / rows.max(1);
+    let shape = x.shape();
     // dx and dW are two products of the same size (rows·d_in·d_out multiply-adds): they run
     // side by side, each on half the threads. One at a time, gemm splits a product with few
     // output blocks (dW is d_in × d_out, 128 × 128 in nanoGPT's CPU model) over fewer
@@ -257,28 +252,68 @@ pub(super) fn cpu_backward(x: F, w: F, grad: F, layout: Weight, with_bias: bool)
     // nanoGPT's `512 → 128` map on a Xeon), so this thread takes it and another worker the
     // input's: the thread that waits for the other half is then the stealing worker, which
     // goes on looking for work, not this one, which would fall asleep and need waking.
+    // Inside `overlap::backward` the step asks for the two apart instead
+    // (`cpu_input_backward`, `cpu_weight_backward`) and leaves dW to a job of its own.
     let half = rayon::current_num_threads().div_ceil(2);
-    let dx = || match layout {
-        Weight::InOut => product_new([rows, d_in, d_out], view(&grad, d_out, false), view(&w, d_out, true), half),
-        Weight::OutIn => product_new([rows, d_in, d_out], view(&grad, d_out, false), view(&w, d_in, false), half),
+    let ((dw, db), dx) = rayon::join(
+        || cpu_weight_backward(x, grad.clone(), layout, with_bias, half),
+        || input(w, grad.clone(), layout, half),
+    );
+    let dx = NdArrayTensor::from_data(TensorData::new(dx, shape));
+    (dx, dw, db)
+}
+
+/// `dx` alone, in the gradient's shape with its last axis `d_in` (the input's shape), on
+/// all of rayon's threads.
+pub(super) fn cpu_input_backward(w: F, grad: F, layout: Weight) -> F {
+    let mut shape = grad.shape();
+    let last = shape.num_dims() - 1;
+    shape[last] = match layout {
+        Weight::InOut => w.shape()[0],
+        Weight::OutIn => w.shape()[1],
     };
-    let dw_db = || {
-        let dw = match layout {
-            Weight::InOut => product_new([d_in, d_out, rows], view(&x, d_in, true), view(&grad, d_out, false), half),
-            Weight::OutIn => product_new([d_out, d_in, rows], view(&grad, d_out, true), view(&x, d_in, false), half),
-        };
-        // Summed only for a bias: on this, the longer half, a pass over all of `grad`.
-        let db = with_bias.then(|| {
-            let mut db = vec![0.0f32; d_out];
-            for row in grad.chunks(d_out) {
-                db.iter_mut().zip(row).for_each(|(s, &g)| *s += g);
-            }
-            tensor(db, [d_out])
-        });
-        (dw, db)
+    NdArrayTensor::from_data(TensorData::new(input(w, grad, layout, rayon::current_num_threads()), shape))
+}
+
+/// `dx = dy·Wᵀ` (`dy·W` for `OutIn`) as a row-major buffer, on up to `threads` threads.
+fn input(w: F, grad: F, layout: Weight, threads: usize) -> Vec<f32> {
+    let (w_shape, w) = super::cpu::values(w);
+    let (_, grad) = super::cpu::values(grad);
+    let [d_in, d_out] = match layout {
+        Weight::InOut => [w_shape[0], w_shape[1]],
+        Weight::OutIn => [w_shape[1], w_shape[0]],
     };
-    let ((dw, db), dx) = rayon::join(dw_db, dx);
-    (NdArrayTensor::from_data(TensorData::new(dx, shape)), tensor(dw, [w_shape[0], w_shape[1]]), db)
+    let rows = grad.len() / d_out.max(1);
+    match layout {
+        Weight::InOut => product_new([rows, d_in, d_out], view(&grad, d_out, false), view(&w, d_out, true), threads),
+        Weight::OutIn => product_new([rows, d_in, d_out], view(&grad, d_out, false), view(&w, d_in, false), threads),
+    }
+}
+
+/// `dW` (in the weight's layout) and, `with_bias`, `db`, on up to `threads` threads.
+pub(super) fn cpu_weight_backward(x: F, grad: F, layout: Weight, with_bias: bool, threads: usize) -> (F, Option<F>) {
+    let (_, x) = super::cpu::values(x);
+    let (grad_shape, grad) = super::cpu::values(grad);
+    let d_out = grad_shape[grad_shape.num_dims() - 1];
+    let rows = grad.len() / d_out.max(1);
+    let d_in = x.len() / rows.max(1);
+    let dw = match layout {
+        Weight::InOut => product_new([d_in, d_out, rows], view(&x, d_in, true), view(&grad, d_out, false), threads),
+        Weight::OutIn => product_new([d_out, d_in, rows], view(&grad, d_out, true), view(&x, d_in, false), threads),
+    };
+    let dw = match layout {
+        Weight::InOut => tensor(dw, [d_in, d_out]),
+        Weight::OutIn => tensor(dw, [d_out, d_in]),
+    };
+    // Summed only for a bias: a pass over all of `grad`.
+    let db = with_bias.then(|| {
+        let mut db = vec![0.0f32; d_out];
+        for row in grad.chunks(d_out) {
+            db.iter_mut().zip(row).for_each(|(s, &g)| *s += g);
+        }
+        tensor(db, [d_out])
+    });
+    (dw, db)
 }
 
 fn tensor<const D: usize>(values: Vec<f32>, shape: [usize; D]) -> F {

@@ -63,8 +63,10 @@ mod erf;
 mod exp;
 mod heads;
 mod linear;
+mod linear_autodiff;
 mod ndarray;
 pub(crate) mod norm;
+mod overlap;
 mod product_autodiff;
 mod products;
 mod reshape;
@@ -304,6 +306,49 @@ pub trait FusedOps: Backend {
         composed::cross_entropy_backward::<Self>(logits, targets, grad, smoothing)
     }
 
+    /// Whether a linear map's backward inside [`backward`] leaves the weight's gradient to a
+    /// job beside the rest of the pass ([`overlap`]): where two threads share a backward's
+    /// products (the CPU), not where a device runs them in order.
+    fn defers_weight_gradients() -> bool {
+        false
+    }
+
+    /// `dx` of [`FusedOps::fused_linear`] alone: in the input's shape, or as the matrix of its
+    /// rows `[rows, d_in]` (the autodiff step reshapes it).
+    fn fused_linear_input_backward(
+        weight: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        layout: Weight,
+    ) -> FloatTensor<Self> {
+        let w = Tensor::<Self, 2>::from_primitive(TensorPrimitive::Float(weight));
+        let grad = matrix::<Self>(grad);
+        let dx = match layout {
+            Weight::InOut => products::product(grad, w.transpose()),
+            Weight::OutIn => products::product(grad, w),
+        };
+        dx.into_primitive().tensor()
+    }
+
+    /// `dW` (in the weight's layout) and, `with_bias`, `db` of [`FusedOps::fused_linear`]
+    /// alone.
+    fn fused_linear_weight_backward(
+        x: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        layout: Weight,
+        with_bias: bool,
+    ) -> (FloatTensor<Self>, Option<FloatTensor<Self>>) {
+        let (x, grad) = (matrix::<Self>(x), matrix::<Self>(grad));
+        let db = with_bias.then(|| {
+            let d_out = grad.dims()[1];
+            grad.clone().sum_dim(0).reshape([d_out]).into_primitive().tensor()
+        });
+        let dw = match layout {
+            Weight::InOut => products::rows_product(x, grad),
+            Weight::OutIn => products::rows_product(grad, x),
+        };
+        (dw.into_primitive().tensor(), db)
+    }
+
     /// [`FusedOps::fused_cross_entropy`] and, where this backend's backward reads them, each
     /// row's `ln Σ e^z` (`[rows]`) for [`FusedOps::fused_cross_entropy_backward_from`]: none
     /// by default.
@@ -384,6 +429,7 @@ pub use dropout::dropout;
 pub use embedding::embedding;
 pub use linear::{linear, Weight};
 pub use norm::squared_norm;
+pub use overlap::backward;
 pub use products::{
     gpu_products_from_env, linear_product, matmul, parse_gpu_products, with_gpu_products, GpuProducts, LinearProduct,
 };

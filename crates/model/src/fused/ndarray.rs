@@ -114,6 +114,25 @@ impl FusedOps for NdArray<f32> {
     ) -> (FloatTensor<Self>, FloatTensor<Self>, Option<FloatTensor<Self>>) {
         linear::cpu_backward(x, weight, grad, layout, with_bias)
     }
+    fn defers_weight_gradients() -> bool {
+        true
+    }
+    fn fused_linear_input_backward(
+        weight: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        layout: Weight,
+    ) -> FloatTensor<Self> {
+        linear::cpu_input_backward(weight, grad, layout)
+    }
+    fn fused_linear_weight_backward(
+        x: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        layout: Weight,
+        with_bias: bool,
+    ) -> (FloatTensor<Self>, Option<FloatTensor<Self>>) {
+        // One thread: the job runs beside the rest of the pass, which has the others.
+        linear::cpu_weight_backward(x, grad, layout, with_bias, 1)
+    }
     fn fused_squared_norm(tensors: Vec<FloatTensor<Self>>) -> FloatTensor<Self> {
         norm::cpu(tensors)
     }

@@ -1,0 +1,99 @@
+//! A linear map's autodiff step (`FusedOps::fused_linear` under `Autodiff`): `B`'s map
+//! forward, keeping the input (as the matrix of its rows) and the weight; backward `dx`,
+//! `dW` and `db` by `B`'s backward kernel, or, inside [`super::overlap::backward`] on a
+//! backend that [defers](super::FusedOps::defers_weight_gradients) them, `dx` at once and
+//! `dW`, `db` in a job beside the rest of the pass.
+
+use burn::backend::autodiff::checkpoint::base::Checkpointer;
+use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
+use burn::backend::autodiff::grads::Gradients;
+use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::backend::Autodiff;
+use burn::tensor::ops::FloatTensor;
+use burn::tensor::{Shape, TensorMetadata};
+
+use super::autodiff::register_some;
+use super::{overlap, reshaped, FusedOps, Weight};
+
+/// Parents `[x, W]` or `[x, W, b]`.
+#[derive(Debug)]
+struct LinearBackward;
+
+impl<B: FusedOps, const N: usize> Backward<B, N> for LinearBackward {
+    /// The input as [`FusedOps::linear_rows`] gives it, its own shape, the weight and its
+    /// layout.
+    type State = (FloatTensor<B>, Shape, FloatTensor<B>, Weight);
+
+    fn backward(self, ops: Ops<Self::State, N>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let (x, shape, weight, layout) = ops.state;
+        let grad = grads.consume::<B>(&ops.node);
+        let with_bias = N == 3;
+        let ids = ops.parents.each_ref().map(|p| p.as_ref().map(|node| node.id));
+        // The weight's (and bias's) gradient left to a job: only parameters' (leaves, nodes
+        // without parents: no step of the pass reads their gradient), and only where a job
+        // pays.
+        let later = B::defers_weight_gradients()
+            && overlap::deferring()
+            && ops.parents[1..].iter().all(|p| p.as_ref().is_none_or(|node| node.parents.is_empty()))
+            && ops.parents[1..].iter().any(Option::is_some);
+        if !later {
+            let (dx, dw, db) = B::fused_linear_backward(x, weight, grad, layout, with_bias);
+            let dx = reshaped::<B>(dx, shape);
+            register_some::<B, N>(ids, [Some(dx), Some(dw), db], grads);
+            return;
+        }
+        if let Some(id) = ids[0] {
+            let dx = reshaped::<B>(B::fused_linear_input_backward(weight, grad.clone(), layout), shape);
+            grads.register::<B>(id, dx);
+        }
+        #[cfg(test)]
+        overlap::DEFERRED.with(|c| c.set(c.get() + 1));
+        overlap::defer(move || {
+            let (dw, db) = B::fused_linear_weight_backward(x, grad, layout, with_bias);
+            Box::new(move |grads: &mut Gradients| {
+                let mut weights = ids;
+                weights[0] = None;
+                register_some::<B, N>(weights, [None, Some(dw), db], grads)
+            })
+        });
+    }
+}
+
+/// `x·W (+ b)` on `Autodiff<B, C>`, tracked where any input is.
+pub(super) fn tracked<B: FusedOps, C: CheckpointStrategy>(
+    x: FloatTensor<Autodiff<B, C>>,
+    weight: FloatTensor<Autodiff<B, C>>,
+    bias: Option<FloatTensor<Autodiff<B, C>>>,
+    layout: Weight,
+) -> FloatTensor<Autodiff<B, C>> {
+    fn run<B: FusedOps, C: CheckpointStrategy, const N: usize>(
+        inputs: [&FloatTensor<Autodiff<B, C>>; N],
+        layout: Weight,
+    ) -> FloatTensor<Autodiff<B, C>> {
+        let (x, weight) = (inputs[0].primitive.clone(), inputs[1].primitive.clone());
+        let bias = inputs.get(2).map(|b| b.primitive.clone());
+        let nodes = inputs.map(|t| t.node.clone());
+        let shape = x.shape();
+        // The output in the input's rank, `[…, d_out]`.
+        let out_shape = |y: &FloatTensor<B>| {
+            let mut out = shape.clone();
+            let last = out.num_dims() - 1;
+            out[last] = y.shape()[y.shape().num_dims() - 1];
+            out
+        };
+        match <LinearBackward as Backward<B, N>>::prepare::<C>(LinearBackward, nodes).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => {
+                let rows = B::linear_rows(x);
+                let y = B::fused_linear(rows.clone(), weight.clone(), bias, layout);
+                let out = out_shape(&y);
+                prep.finish((rows, shape, weight, layout), reshaped::<B>(y, out))
+            }
+            OpsKind::UnTracked(prep) => prep.finish(B::fused_linear(x, weight, bias, layout)),
+        }
+    }
+
+    match &bias {
+        Some(bias) => run::<B, C, 3>([&x, &weight, bias], layout),
+        None => run::<B, C, 2>([&x, &weight], layout),
+    }
+}
