@@ -1,7 +1,8 @@
 //! The fused operations under autodiff: `Autodiff<B>` runs `B`'s forward kernel and
 //! registers a backward step that runs `B`'s backward kernel (Burn's custom-operation
 //! mechanism: a [`Backward`] step prepared on the input's node). What the backward needs is
-//! kept from the forward: the input for GELU; the output for the softmax; the input and `γ`
+//! kept from the forward: for GELU its derivative where the backend computes it with the
+//! forward (the CPU), else the input; the output for the softmax; the input and `γ`
 //! for the LayerNorm (whose backward recomputes mean and deviation instead of keeping them);
 //! `Q`, `K`, `V` (or their packed rows) and the weights for attention; the input and weight for the linear map (its step in `linear_autodiff.rs`, a product's in `product_autodiff.rs`); the
 //! logits and targets for the cross-entropy; the indices for a token lookup; the input's
@@ -97,19 +98,21 @@ impl<B: FusedOps, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
         struct GeluBackward;
 
         impl<B: FusedOps> Backward<B, 1> for GeluBackward {
-            /// The input `x`.
-            type State = FloatTensor<B>;
+            /// The derivative where the forward kept it (`Ok`), else the input `x` (`Err`).
+            type State = Result<FloatTensor<B>, FloatTensor<B>>;
 
             fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
-                let x = ops.state;
-                unary::<B, _>(ops.parents, ops.node, grads, |grad| B::fused_gelu_backward(x, grad));
+                unary::<B, _>(ops.parents, ops.node, grads, |grad| match ops.state {
+                    Ok(derivative) => B::fused_gelu_backward_from_derivative(derivative, grad),
+                    Err(x) => B::fused_gelu_backward(x, grad),
+                });
             }
         }
 
         match GeluBackward.prepare::<C>([x.node.clone()]).compute_bound().stateful() {
             OpsKind::Tracked(prep) => {
-                let out = B::fused_gelu(x.primitive.clone());
-                prep.finish(x.primitive, out)
+                let (out, derivative) = B::fused_gelu_keeping(x.primitive.clone());
+                prep.finish(derivative.ok_or(x.primitive), out)
             }
             OpsKind::UnTracked(prep) => prep.finish(B::fused_gelu(x.primitive)),
         }

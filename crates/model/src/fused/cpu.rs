@@ -23,6 +23,8 @@ std::thread_local! {
     pub(super) static CALLS: core::cell::Cell<usize> = const { core::cell::Cell::new(0) };
     /// LayerNorm backwards that added a pending gradient, on this thread.
     pub(crate) static ADDED_PENDING: core::cell::Cell<usize> = const { core::cell::Cell::new(0) };
+    /// GELU backwards that read the derivative kept by the forward, on this thread.
+    pub(super) static DERIVATIVE_READ: core::cell::Cell<usize> = const { core::cell::Cell::new(0) };
 }
 
 /// Elements per parallel task: below this a task costs more to hand over than to run.
@@ -64,6 +66,56 @@ pub fn gelu_backward(x: T, grad: T) -> T {
             },
         )
     });
+    // SAFETY: the chunks cover the buffer, every element written once.
+    tensor(unsafe { assume_init(out) }, shape)
+}
+
+/// `x·Φ(x)` and its derivative `Φ(x) + x·φ(x)` in one pass: the forward under autodiff,
+/// whose backward is then [`gelu_backward_from_derivative`]. Each value has the bits of
+/// [`gelu`]'s and of the factor in [`gelu_backward`] (the same expressions).
+pub fn gelu_keeping(x: T) -> (T, T) {
+    let (shape, x) = values(x);
+    let (mut out, mut derivative) = (uninit(x.len()), uninit(x.len()));
+    out.par_chunks_mut(GRAIN).zip(derivative.par_chunks_mut(GRAIN)).zip(x.par_chunks(GRAIN)).for_each(
+        |((out, derivative), x)| {
+            wide(
+                #[inline(always)]
+                || {
+                    for ((o, d), &v) in out.iter_mut().zip(derivative.iter_mut()).zip(x) {
+                        let cdf = cdf(v);
+                        let pdf = exp_nonpositive(-0.5 * v * v) * INV_SQRT_2PI as f32;
+                        o.write(v * cdf);
+                        d.write(cdf + v * pdf);
+                    }
+                },
+            )
+        },
+    );
+    // SAFETY: the chunks cover both buffers, every element of each written once.
+    let (out, derivative) = unsafe { (assume_init(out), assume_init(derivative)) };
+    (tensor(out, shape.clone()), tensor(derivative, shape))
+}
+
+/// `grad · derivative`, element-wise: GELU's backward from the derivative [`gelu_keeping`]
+/// kept, with [`gelu_backward`]'s bits.
+pub fn gelu_backward_from_derivative(derivative: T, grad: T) -> T {
+    #[cfg(test)]
+    DERIVATIVE_READ.with(|c| c.set(c.get() + 1));
+    let (shape, derivative) = values(derivative);
+    let (_, grad) = values(grad);
+    let mut out = uninit(grad.len());
+    out.par_chunks_mut(GRAIN).zip(derivative.par_chunks(GRAIN).zip(grad.par_chunks(GRAIN))).for_each(
+        |(out, (derivative, g))| {
+            wide(
+                #[inline(always)]
+                || {
+                    for ((o, &d), &g) in out.iter_mut().zip(derivative).zip(g) {
+                        o.write(g * d);
+                    }
+                },
+            )
+        },
+    );
     // SAFETY: the chunks cover the buffer, every element written once.
     tensor(unsafe { assume_init(out) }, shape)
 }

@@ -93,6 +93,23 @@ pub trait FusedOps: Backend {
         composed::gelu_backward::<Self>(x, grad)
     }
 
+    /// [`FusedOps::fused_gelu`] and, where this backend's backward reads it, the derivative
+    /// `Φ(x) + x·φ(x)` for [`FusedOps::fused_gelu_backward_from_derivative`] (the backward
+    /// then one product instead of `erf` and `exp` again): none by default, where the
+    /// backward recomputes it from `x`.
+    fn fused_gelu_keeping(x: FloatTensor<Self>) -> (FloatTensor<Self>, Option<FloatTensor<Self>>) {
+        (Self::fused_gelu(x), None)
+    }
+
+    /// `grad · derivative`, element-wise, from the derivative
+    /// [`FusedOps::fused_gelu_keeping`] kept.
+    fn fused_gelu_backward_from_derivative(
+        derivative: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        Self::float_mul(grad, derivative)
+    }
+
     /// `max(x, 0)`, element-wise (−0 and NaN as they are): Burn's `relu` by default.
     fn fused_relu(x: FloatTensor<Self>) -> FloatTensor<Self> {
         Self::relu(x)

@@ -18,6 +18,16 @@ impl FusedOps for NdArray<f32> {
     fn fused_gelu_backward(x: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
         cpu::gelu_backward(x, grad)
     }
+    fn fused_gelu_keeping(x: FloatTensor<Self>) -> (FloatTensor<Self>, Option<FloatTensor<Self>>) {
+        let (y, derivative) = cpu::gelu_keeping(x);
+        (y, Some(derivative))
+    }
+    fn fused_gelu_backward_from_derivative(
+        derivative: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        cpu::gelu_backward_from_derivative(derivative, grad)
+    }
     fn fused_relu(x: FloatTensor<Self>) -> FloatTensor<Self> {
         cpu::relu(x)
     }

@@ -71,6 +71,38 @@ fn fused_gelu_matches_the_composed_form_in_value_and_gradient() {
     close(&g, &g_ref, 1e-5, "gradient");
 }
 
+/// The CPU's GELU under autodiff keeps its derivative from the forward: the value and the
+/// gradient have the bits of the forward kernel and of the backward that recomputes `erf`
+/// and `exp` from the input, and the tracked forward keeps the derivative, not the input.
+#[test]
+fn gelu_backward_from_the_kept_derivative_has_the_bits_of_recomputing_it() {
+    let shape = [3, 5, 2000]; // more than one parallel block
+    let n = shape.iter().product();
+    let device = Default::default();
+    let tensor =
+        |v: Vec<f32>| Tensor::<Cpu, 3>::from_data(TensorData::new(v, shape), &device).into_primitive().tensor();
+    let (x, g) = (tensor(values(n, 21, 7.0)), tensor(values(n, 22, 1.0)));
+    let bits = |t| {
+        data(Tensor::<Cpu, 3>::from_primitive(TensorPrimitive::Float(t)))
+            .iter()
+            .map(|v| v.to_bits())
+            .collect::<Vec<_>>()
+    };
+    let (y, derivative) = cpu::gelu_keeping(x.clone());
+    assert_eq!(bits(y), bits(cpu::gelu(x.clone())), "value");
+    let kept = bits(cpu::gelu_backward_from_derivative(derivative, g.clone()));
+    assert_eq!(kept, bits(cpu::gelu_backward(x, g)), "gradient");
+    assert!(kept.iter().any(|&b| b != 0), "an all-zero gradient");
+    // Under autodiff: the gradient of `Σ w·GELU(x)` is `w·GELU'(x)`, as the kernel gives it.
+    let (xs, ws) = (values(n, 21, 7.0), values(n, 22, 1.0));
+    let read = || cpu::DERIVATIVE_READ.with(|c| c.get());
+    let before = read();
+    let (_, grad) = value_and_grad::<Grad>(&xs, &ws, [1, 3, 5, 2000], gelu);
+    assert_eq!(read(), before + 1, "the backward recomputed the derivative");
+    let expected = bits(cpu::gelu_backward(tensor(xs), tensor(ws)));
+    assert_eq!(grad.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), expected, "autodiff's gradient");
+}
+
 #[test]
 fn fused_relu_gives_burns_relu_bit_for_bit_in_value_and_gradient_with_zeros_and_nan() {
     let shape = [2, 3, 5, 700]; // more than one parallel block
