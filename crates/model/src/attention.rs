@@ -233,7 +233,13 @@ impl<B: Backend> MultiHeadAttention<B> {
     /// the three projections as one product, `[batch, len, 2·h·d_k + h·d_v]`.
     pub(crate) fn joined_projections(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
         let layers = [&self.query, &self.key, &self.value];
-        let weight = crate::fused::cat_columns(layers.map(|l| l.weight.val()));
+        let weights = layers.map(|l| l.weight.val());
+        // On the CPU under autodiff: one step whose parents are the three weights (their
+        // gradients then computed beside the rest of the backward pass).
+        if let Some(y) = crate::fused::linear_joined(&x, &weights, &layers.map(|l| l.bias.as_ref().map(|b| b.val()))) {
+            return y;
+        }
+        let weight = crate::fused::cat_columns(weights);
         let biases: Vec<_> = layers.iter().filter_map(|l| l.bias.as_ref().map(|b| b.val())).collect();
         let bias = (!biases.is_empty()).then(|| Tensor::cat(biases, 0));
         crate::fused::linear(x, weight, bias, Weight::InOut)

@@ -63,7 +63,7 @@ pub fn cat_pair<B: Backend, const D: usize>(a: Tensor<B, D>, b: Tensor<B, D>, ax
 }
 
 /// `parts` (matrices with the same number of rows) side by side, `[rows, Σ cols]`, row by row.
-fn columns_cpu(parts: &[F]) -> F {
+pub(super) fn columns_cpu(parts: &[F]) -> F {
     let parts: Vec<_> = parts.iter().map(|p| super::cpu::values(p.clone())).collect();
     let rows = parts[0].0[0];
     assert!(
@@ -84,7 +84,7 @@ fn columns_cpu(parts: &[F]) -> F {
 
 /// The columns of `grad` (`[rows, Σ widths]`) cut back into `[rows, width]` matrices, each
 /// contiguous.
-fn split_columns<const N: usize>(grad: F, widths: [usize; N]) -> [F; N] {
+pub(super) fn split_columns<const N: usize>(grad: F, widths: [usize; N]) -> [F; N] {
     let (shape, grad) = super::cpu::values(grad);
     let (rows, width) = (shape[0], shape[1]);
     let mut start = 0;

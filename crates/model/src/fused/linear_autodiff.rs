@@ -30,9 +30,12 @@ impl<B: FusedOps, const N: usize> Backward<B, N> for LinearBackward {
         let with_bias = N == 3;
         let ids = ops.parents.each_ref().map(|p| p.as_ref().map(|node| node.id));
         // The weight's (and bias's) gradient left to a job: only parameters' (leaves, nodes
-        // without parents: no step of the pass reads their gradient), and only where a job
-        // pays.
+        // without parents: no step of the pass reads their gradient), only where a job pays,
+        // and not an embedding's used as the output layer (`OutIn`): its gradient is summed
+        // with the lookups' (three of them where a translation model ties both embeddings),
+        // and registered last it would be summed in another order, other bits.
         let later = B::defers_weight_gradients()
+            && layout == Weight::InOut
             && overlap::deferring()
             && ops.parents[1..].iter().all(|p| p.as_ref().is_none_or(|node| node.parents.is_empty()))
             && ops.parents[1..].iter().any(Option::is_some);
