@@ -29,12 +29,12 @@
 //!
 //! | operation | composed passes (forward + backward) | fused |
 //! | --- | --- | --- |
-//! | exact GELU `x·Φ(x)` | 5 + 9 (erf, its derivative, products) | 1 + 1 |
+//! | exact GELU `x·Φ(x)` | 5 + 9 (erf, its derivative, products) | 1 + 1 (on the CPU the forward also writes the derivative, the backward one product) |
 //! | softmax over the last axis | 5 + 4 (max, exp, sum, divide; products, row sums) | 1 + 1 |
 //! | LayerNorm over the last axis | 8 + ~20 (mean, centre, square, mean, root, divide, scale, shift) | 1 + 1 |
 //! | attention `softmax(s·QKᵀ + mask)·V` per head | 6 + ~10 (scale, transposed copy, product, mask, softmax, product) | 1 + 1, products through strides |
 //! | self-attention over one product's packed `Q|K|V` rows ([`attention_packed`]) | 3 slices + attention; each slice's backward a zero-filled copy and a sum | attention's kernel reading the rows in place; one gradient in their layout |
-//! | linear map over rows `x·W + b` | 1-2 + 3-5 (transposed copies of `x`, `W` for the backward) | 1 + 3 products, no copies |
+//! | linear map over rows `x·W + b` | 1-2 + 3-5 (transposed copies of `x`, `W` for the backward) | 1 + 3 products, no copies; in training on the CPU `dW` beside the rest of the backward pass ([`backward`]) |
 //! | softmax + cross-entropy over the vocabulary | 6 + ~10, keeping `log p` (`[rows, V]`) | 1 + 1, keeping the logits |
 //! | AdamW update of a parameter ([`adamw`]) | ~15 (moments, bias correction, root, decay, step) | 1, in place |
 //! | AdamW updates of many parameters ([`adamw_many`]) | one operation per parameter | one operation under burn-fusion |
