@@ -143,7 +143,8 @@ fn dynamic_score<B: AutodiffBackend>(
         let losses = cross_entropy(model.forward(x), y, Some((w, counted)), 0.0);
         total.nll += losses.nll_sum.into_scalar().elem::<f64>();
         total.tokens += counted as u64;
-        let grads = GradientsParams::from_grads(losses.objective.backward(), &model);
+        // The CPU's weight gradients beside the rest of the pass, as in training.
+        let grads = GradientsParams::from_grads(attend_model::fused::backward(losses.objective), &model);
         model = model.map(&mut DynamicStep { grads, global: &global, lr, decay });
     }
     total
