@@ -16,12 +16,12 @@ use burn::backend::autodiff::grads::Gradients;
 use std::sync::Arc;
 
 use burn::backend::autodiff::ops::{binary, unary, Backward, Ops, OpsKind};
-use burn::backend::autodiff::NodeId;
 use burn::backend::Autodiff;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::ops::{BoolTensor, FloatTensor, IntTensor};
 use burn::tensor::TensorMetadata;
 
+use super::linear_autodiff::register_some;
 use super::{composed_norm, FusedOps, Packing, Weight};
 
 impl<B: FusedOps, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
@@ -363,20 +363,6 @@ impl<B: FusedOps, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
                 prep.finish((indices, vocab), out)
             }
             OpsKind::UnTracked(prep) => prep.finish(B::fused_embedding(weight.primitive, indices)),
-        }
-    }
-}
-
-/// Registers `found[i]` as the gradient of the `i`-th parent where the parent is tracked and
-/// there is a gradient (a map without bias has none for it).
-pub(super) fn register_some<B: FusedOps, const N: usize>(
-    parents: [Option<NodeId>; N],
-    found: [Option<FloatTensor<B>>; 3],
-    grads: &mut Gradients,
-) {
-    for (parent, grad) in parents.into_iter().zip(found) {
-        if let (Some(id), Some(grad)) = (parent, grad) {
-            grads.register::<B>(id, grad);
         }
     }
 }

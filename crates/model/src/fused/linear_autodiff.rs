@@ -8,11 +8,11 @@ use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::backend::autodiff::NodeId;
 use burn::backend::Autodiff;
 use burn::tensor::ops::FloatTensor;
 use burn::tensor::{Shape, TensorMetadata};
 
-use super::autodiff::register_some;
 use super::{overlap, reshaped, FusedOps, Weight};
 
 /// Parents `[x, W]` or `[x, W, b]`.
@@ -98,5 +98,20 @@ pub(super) fn tracked<B: FusedOps, C: CheckpointStrategy>(
     match &bias {
         Some(bias) => run::<B, C, 3>([&x, &weight, bias], layout),
         None => run::<B, C, 2>([&x, &weight], layout),
+    }
+}
+
+/// Registers `found[i]` as the gradient of the `i`-th parent where the parent is tracked and
+/// there is a gradient (a map without bias has none for it).
+/// (Also the other steps of `autodiff.rs` with several parents.)
+pub(super) fn register_some<B: FusedOps, const N: usize>(
+    parents: [Option<NodeId>; N],
+    found: [Option<FloatTensor<B>>; 3],
+    grads: &mut Gradients,
+) {
+    for (parent, grad) in parents.into_iter().zip(found) {
+        if let (Some(id), Some(grad)) = (parent, grad) {
+            grads.register::<B>(id, grad);
+        }
     }
 }
