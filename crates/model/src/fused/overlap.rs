@@ -58,9 +58,8 @@ pub(super) fn deferring() -> bool {
 }
 
 /// Runs `job` on rayon's threads beside the rest of the pass; what it returns registers its
-/// gradients when [`backward`] has waited for every job. Only inside [`backward`]
-/// ([`deferring`]); elsewhere the job runs here, at once, and its delivery is dropped
-/// unregistered — callers check [`deferring`] first.
+/// gradients when [`backward`] has waited for every job. Only inside [`backward`]: callers
+/// check [`deferring`] first (outside, there would be no pass to register the gradients in).
 pub(super) fn defer(job: impl FnOnce() -> Delivery + Send + 'static) {
     let handed = OPEN.with(|open| {
         open.borrow_mut().as_mut().map(|(pass, count)| {
@@ -68,10 +67,7 @@ pub(super) fn defer(job: impl FnOnce() -> Delivery + Send + 'static) {
             (pass.clone(), *count - 1)
         })
     });
-    let Some((pass, index)) = handed else {
-        debug_assert!(false, "defer outside fused::backward");
-        return;
-    };
+    let (pass, index) = handed.expect("overlap::defer outside fused::backward (callers check `deferring` first)");
     pass.running.fetch_add(1, Ordering::AcqRel);
     rayon::spawn(move || {
         let outcome = catch_unwind(AssertUnwindSafe(job));
