@@ -1,5 +1,5 @@
-//! Linear maps side by side as one product, `x·[W_1 | … | W_N] (+ [b_1 | … | b_N])`, as one
-//! autodiff step on the CPU whose parents are the parts themselves (self-attention's
+//! Three linear maps side by side as one product, `x·[W_1 | W_2 | W_3] (+ [b_1 | b_2 | b_3])`,
+//! as one autodiff step on the CPU whose parents are the parts themselves (self-attention's
 //! `W^Q`, `W^K`, `W^V`).
 //!
 //! Composed ([`super::cat_columns`], then [`super::linear`]) the product's weight is the
@@ -7,7 +7,8 @@
 //! on its way to the parts, so the linear map's step cannot leave it to a job beside the rest
 //! of the pass ([`super::overlap`]), and on nanoGPT's CPU model these are the largest
 //! products of a layer. Here the step computes `dx` and hands `dW` (cut back into the parts'
-//! columns, with `db`) to a job inside [`super::backward`], or computes it at once outside.
+//! columns, with `db`) to a job inside [`super::backward`]; outside, `dx` and `dW` run side by
+//! side as the linear map's backward does.
 //! The values are those of the composed form, bit for bit: the same copies and products.
 
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
