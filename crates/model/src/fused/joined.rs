@@ -89,11 +89,8 @@ impl<const N: usize> Backward<Cpu, N> for JoinedBackward {
             }
         };
         let input = || ids[0].map(|id| (id, cpu_input_backward(weight, grad, Weight::InOut)));
-        // Parameters only (leaves): no step of the pass reads their gradients.
-        let leaves = ops.parents[1..].iter().all(|p| p.as_ref().is_none_or(|node| node.parents.is_empty()));
-        if overlap::deferring() && leaves && ops.parents[1..].iter().any(Option::is_some) {
-            #[cfg(test)]
-            overlap::DEFERRED.with(|c| c.set(c.get() + 1));
+        // Parameters only (leaves, nodes without parents).
+        if overlap::may_defer(ops.parents[1..].iter().map(|p| p.as_ref().map(|node| node.parents.is_empty()))) {
             overlap::defer(move || Box::new(parts()));
             if let Some((id, dx)) = input() {
                 grads.register::<Cpu>(id, dx);

@@ -51,15 +51,22 @@ thread_local! {
     static OPEN: RefCell<Option<(Arc<Pass>, usize)>> = const { RefCell::new(None) };
 }
 
-/// Whether a backward step on this thread may defer a weight's gradient (it runs inside
-/// [`backward`]).
-pub(super) fn deferring() -> bool {
-    OPEN.with(|open| open.borrow().is_some())
+/// Whether a backward step on this thread may leave its weights' gradients to a job: it runs
+/// inside [`backward`], and of `weights` (each `None` where untracked, else whether its node
+/// is a leaf) at least one is tracked and every tracked one is a leaf (a parameter: no step
+/// of the pass reads its gradient).
+pub(super) fn may_defer(weights: impl IntoIterator<Item = Option<bool>>) -> bool {
+    let (mut tracked, mut leaves) = (false, true);
+    for weight in weights {
+        tracked |= weight.is_some();
+        leaves &= weight.unwrap_or(true);
+    }
+    tracked && leaves && OPEN.with(|open| open.borrow().is_some())
 }
 
 /// Runs `job` on rayon's threads beside the rest of the pass; what it returns registers its
 /// gradients when [`backward`] has waited for every job. Only inside [`backward`]: callers
-/// check [`deferring`] first (outside, there would be no pass to register the gradients in).
+/// check [`may_defer`] first (outside, there would be no pass to register the gradients in).
 pub(super) fn defer(job: impl FnOnce() -> Delivery + Send + 'static) {
     let handed = OPEN.with(|open| {
         open.borrow_mut().as_mut().map(|(pass, count)| {
@@ -67,7 +74,9 @@ pub(super) fn defer(job: impl FnOnce() -> Delivery + Send + 'static) {
             (pass.clone(), *count - 1)
         })
     });
-    let (pass, index) = handed.expect("overlap::defer outside fused::backward (callers check `deferring` first)");
+    let (pass, index) = handed.expect("overlap::defer outside fused::backward (callers check `may_defer` first)");
+    #[cfg(test)]
+    DEFERRED.with(|c| c.set(c.get() + 1));
     pass.running.fetch_add(1, Ordering::AcqRel);
     rayon::spawn(move || {
         let outcome = catch_unwind(AssertUnwindSafe(job));
@@ -117,7 +126,7 @@ pub fn backward<B: AutodiffBackend>(loss: Tensor<B, 1>) -> B::Gradients {
 
 #[cfg(test)]
 thread_local! {
-    /// Weight gradients deferred by linear maps' steps on this thread, for the tests.
+    /// Jobs handed out by steps on this thread, for the tests.
     pub(crate) static DEFERRED: core::cell::Cell<usize> = const { core::cell::Cell::new(0) };
 }
 
