@@ -111,8 +111,9 @@ impl<B: FusedOps, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
 
         match GeluBackward.prepare::<C>([x.node.clone()]).compute_bound().stateful() {
             OpsKind::Tracked(prep) => {
-                let (out, derivative) = B::fused_gelu_keeping(x.primitive.clone());
-                prep.finish(derivative.ok_or(x.primitive), out)
+                // `x` handed over alone: the kernel may write the output over it.
+                let (out, kept) = B::fused_gelu_keeping(x.primitive);
+                prep.finish(kept, out)
             }
             OpsKind::UnTracked(prep) => prep.finish(B::fused_gelu(x.primitive)),
         }

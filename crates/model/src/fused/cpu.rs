@@ -14,7 +14,6 @@ use rayon::prelude::*;
 use super::exp::exp_nonpositive;
 use super::unwritten::{assume_init, assume_init_mut, uninit};
 use super::wide::{lanes_dot, lanes_max, lanes_sum, lanes_sum_f64, wide};
-use super::INV_SQRT_2PI;
 
 #[cfg(test)]
 std::thread_local! {
@@ -23,142 +22,12 @@ std::thread_local! {
     pub(super) static CALLS: core::cell::Cell<usize> = const { core::cell::Cell::new(0) };
     /// LayerNorm backwards that added a pending gradient, on this thread.
     pub(crate) static ADDED_PENDING: core::cell::Cell<usize> = const { core::cell::Cell::new(0) };
-    /// GELU backwards that read the derivative kept by the forward, on this thread.
-    pub(super) static DERIVATIVE_READ: core::cell::Cell<usize> = const { core::cell::Cell::new(0) };
 }
 
 /// Elements per parallel task: below this a task costs more to hand over than to run.
 pub(super) const GRAIN: usize = 1 << 14;
 
-type T = FloatTensor<NdArray<f32>>;
-
-/// `x·Φ(x)`, `Φ(x) = ½(1 + erf(x/√2))`.
-pub fn gelu(x: T) -> T {
-    let (shape, x) = values(x);
-    let mut out = uninit(x.len());
-    out.par_chunks_mut(GRAIN).zip(x.par_chunks(GRAIN)).for_each(|(out, x)| {
-        wide(
-            #[inline(always)]
-            || {
-                for (o, &v) in out.iter_mut().zip(x) {
-                    o.write(v * cdf(v));
-                }
-            },
-        )
-    });
-    // SAFETY: the chunks cover the buffer, every element written once.
-    tensor(unsafe { assume_init(out) }, shape)
-}
-
-/// `grad · (Φ(x) + x·φ(x))`, `φ(x) = e^{-x²/2}/√(2π)`.
-pub fn gelu_backward(x: T, grad: T) -> T {
-    let (shape, x) = values(x);
-    let (_, grad) = values(grad);
-    let mut out = uninit(x.len());
-    out.par_chunks_mut(GRAIN).zip(x.par_chunks(GRAIN).zip(grad.par_chunks(GRAIN))).for_each(|(out, (x, g))| {
-        wide(
-            #[inline(always)]
-            || {
-                for ((o, &v), &g) in out.iter_mut().zip(x).zip(g) {
-                    let pdf = exp_nonpositive(-0.5 * v * v) * INV_SQRT_2PI as f32;
-                    o.write(g * (cdf(v) + v * pdf));
-                }
-            },
-        )
-    });
-    // SAFETY: the chunks cover the buffer, every element written once.
-    tensor(unsafe { assume_init(out) }, shape)
-}
-
-/// `x·Φ(x)` and its derivative `Φ(x) + x·φ(x)` in one pass: the forward under autodiff,
-/// whose backward is then [`gelu_backward_from_derivative`]. Each value has the bits of
-/// [`gelu`]'s and of the factor in [`gelu_backward`] (the same expressions).
-pub fn gelu_keeping(x: T) -> (T, T) {
-    let (shape, x) = values(x);
-    let (mut out, mut derivative) = (uninit(x.len()), uninit(x.len()));
-    out.par_chunks_mut(GRAIN).zip(derivative.par_chunks_mut(GRAIN)).zip(x.par_chunks(GRAIN)).for_each(
-        |((out, derivative), x)| {
-            wide(
-                #[inline(always)]
-                || {
-                    for ((o, d), &v) in out.iter_mut().zip(derivative.iter_mut()).zip(x) {
-                        let cdf = cdf(v);
-                        let pdf = exp_nonpositive(-0.5 * v * v) * INV_SQRT_2PI as f32;
-                        o.write(v * cdf);
-                        d.write(cdf + v * pdf);
-                    }
-                },
-            )
-        },
-    );
-    // SAFETY: the chunks cover both buffers, every element of each written once.
-    let (out, derivative) = unsafe { (assume_init(out), assume_init(derivative)) };
-    (tensor(out, shape.clone()), tensor(derivative, shape))
-}
-
-/// `grad · derivative`, element-wise: GELU's backward from the derivative [`gelu_keeping`]
-/// kept, with [`gelu_backward`]'s bits.
-pub fn gelu_backward_from_derivative(derivative: T, grad: T) -> T {
-    #[cfg(test)]
-    DERIVATIVE_READ.with(|c| c.set(c.get() + 1));
-    let (shape, derivative) = values(derivative);
-    let (_, grad) = values(grad);
-    let mut out = uninit(grad.len());
-    out.par_chunks_mut(GRAIN).zip(derivative.par_chunks(GRAIN).zip(grad.par_chunks(GRAIN))).for_each(
-        |(out, (derivative, g))| {
-            wide(
-                #[inline(always)]
-                || {
-                    for ((o, &d), &g) in out.iter_mut().zip(derivative).zip(g) {
-                        o.write(g * d);
-                    }
-                },
-            )
-        },
-    );
-    // SAFETY: the chunks cover the buffer, every element written once.
-    tensor(unsafe { assume_init(out) }, shape)
-}
-
-/// `max(x, 0)` as burn-ndarray's `relu` gives it (`clamp_min`): 0 where `x < 0`, else `x`
-/// (−0 and NaN stay as they are).
-pub fn relu(x: T) -> T {
-    let (shape, x) = values(x);
-    let mut out = uninit(x.len());
-    out.par_chunks_mut(GRAIN).zip(x.par_chunks(GRAIN)).for_each(|(out, x)| {
-        wide(
-            #[inline(always)]
-            || {
-                for (o, &v) in out.iter_mut().zip(x) {
-                    o.write(if v < 0.0 { 0.0 } else { v });
-                }
-            },
-        )
-    });
-    // SAFETY: the chunks cover the buffer, every element written once.
-    tensor(unsafe { assume_init(out) }, shape)
-}
-
-/// ReLU's backward from its output `y`, as Burn's `relu_backward`: 0 where `y ≤ 0`, else
-/// `grad`.
-pub fn relu_backward(y: T, grad: T) -> T {
-    let (shape, y) = values(y);
-    let (_, grad) = values(grad);
-    assert_eq!(y.len(), grad.len(), "relu_backward: a gradient of another size than the output");
-    let mut out = uninit(y.len());
-    out.par_chunks_mut(GRAIN).zip(y.par_chunks(GRAIN).zip(grad.par_chunks(GRAIN))).for_each(|(out, (y, g))| {
-        wide(
-            #[inline(always)]
-            || {
-                for ((o, &y), &g) in out.iter_mut().zip(y).zip(g) {
-                    o.write(if y <= 0.0 { 0.0 } else { g });
-                }
-            },
-        )
-    });
-    // SAFETY: the chunks cover the buffer, every element written once.
-    tensor(unsafe { assume_init(out) }, shape)
-}
+pub(super) type T = FloatTensor<NdArray<f32>>;
 
 /// Softmax of each row of the last axis: `e^{x−max} / Σ e^{x−max}`.
 pub fn softmax_last(x: T) -> T {
@@ -357,14 +226,6 @@ fn moments(x: &[f32], epsilon: f64) -> (f32, f32) {
     let mean = lanes_sum_f64(x, |v| v as f64) / n;
     let var = lanes_sum_f64(x, |v| (v as f64 - mean) * (v as f64 - mean)) / n;
     (mean as f32, (1.0 / (var + epsilon).sqrt()) as f32)
-}
-
-/// `Φ(x) = ½(1 + erf(x/√2))`. Always inlined into the `wide` loops, so that `erf`'s fused
-/// multiply-adds are compiled with FMA (a call compiled for the baseline would make each a
-/// call to libm's `fmaf`).
-#[inline(always)]
-fn cdf(x: f32) -> f32 {
-    0.5 * (1.0 + super::erf::erf(x * core::f32::consts::FRAC_1_SQRT_2))
 }
 
 /// Whole rows per parallel task, about [`GRAIN`] elements.

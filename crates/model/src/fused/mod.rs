@@ -42,6 +42,7 @@
 //! | reshape of a tensor in standard layout ([`reshape`]) | 1 copy + 1 copy of the gradient | no copy |
 //! | token lookup's gradient on the GPU ([`embedding`]) | `select_add`: `d` threads, each over all rows | a one-hot product |
 
+mod activation;
 pub mod adamw;
 mod add;
 pub use adamw::adamw;

@@ -5,7 +5,9 @@
 use burn::tensor::ops::{BoolTensor, FloatTensor, IntTensor};
 use burn_ndarray::NdArray;
 
-use super::{attention, attention_packed, cpu, cross_entropy, linear, norm, reshape, FusedOps, Packing, Weight};
+use super::{
+    activation, attention, attention_packed, cpu, cross_entropy, linear, norm, reshape, FusedOps, Packing, Weight,
+};
 
 /// The backends whose fused operations are kernels (the rest use the composed defaults).
 impl FusedOps for NdArray<f32> {
@@ -13,26 +15,26 @@ impl FusedOps for NdArray<f32> {
         reshape::cpu(x, shape)
     }
     fn fused_gelu(x: FloatTensor<Self>) -> FloatTensor<Self> {
-        cpu::gelu(x)
+        activation::gelu(x)
     }
     fn fused_gelu_backward(x: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
-        cpu::gelu_backward(x, grad)
+        activation::gelu_backward(x, grad)
     }
-    fn fused_gelu_keeping(x: FloatTensor<Self>) -> (FloatTensor<Self>, Option<FloatTensor<Self>>) {
-        let (y, derivative) = cpu::gelu_keeping(x);
-        (y, Some(derivative))
+    fn fused_gelu_keeping(x: FloatTensor<Self>) -> (FloatTensor<Self>, Result<FloatTensor<Self>, FloatTensor<Self>>) {
+        let (y, derivative) = activation::gelu_keeping(x);
+        (y, Ok(derivative))
     }
     fn fused_gelu_backward_from_derivative(
         derivative: FloatTensor<Self>,
         grad: FloatTensor<Self>,
     ) -> FloatTensor<Self> {
-        cpu::gelu_backward_from_derivative(derivative, grad)
+        activation::gelu_backward_from_derivative(derivative, grad)
     }
     fn fused_relu(x: FloatTensor<Self>) -> FloatTensor<Self> {
-        cpu::relu(x)
+        activation::relu(x)
     }
     fn fused_relu_backward(y: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
-        cpu::relu_backward(y, grad)
+        activation::relu_backward(y, grad)
     }
     fn fused_softmax_last(x: FloatTensor<Self>) -> FloatTensor<Self> {
         cpu::softmax_last(x)

@@ -25,12 +25,13 @@ pub trait FusedOps: Backend {
         composed::gelu_backward::<Self>(x, grad)
     }
 
-    /// [`FusedOps::fused_gelu`] and, where this backend's backward reads it, the derivative
-    /// `Φ(x) + x·φ(x)` for [`FusedOps::fused_gelu_backward_from_derivative`] (the backward
-    /// then one product instead of `erf` and `exp` again): none by default, where the
-    /// backward recomputes it from `x`.
-    fn fused_gelu_keeping(x: FloatTensor<Self>) -> (FloatTensor<Self>, Option<FloatTensor<Self>>) {
-        (Self::fused_gelu(x), None)
+    /// [`FusedOps::fused_gelu`] and what its backward reads: where this backend's backward
+    /// reads it, the derivative `Φ(x) + x·φ(x)` for
+    /// [`FusedOps::fused_gelu_backward_from_derivative`] (`Ok`: the backward then one product
+    /// instead of `erf` and `exp` again, and the kernel may write over `x`, which it was given
+    /// alone); by default `x` itself (`Err`), from which the backward recomputes it.
+    fn fused_gelu_keeping(x: FloatTensor<Self>) -> (FloatTensor<Self>, Result<FloatTensor<Self>, FloatTensor<Self>>) {
+        (Self::fused_gelu(x.clone()), Err(x))
     }
 
     /// `grad · derivative`, element-wise, from the derivative

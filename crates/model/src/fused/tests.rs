@@ -10,6 +10,7 @@ use burn_ndarray::NdArray;
 
 use super::*;
 
+mod activation;
 mod norm;
 mod residual;
 pub(in crate::fused) use norm::{burns_layer_norm, layer_norm_f64, layer_norm_grads, layer_norm_inputs};
@@ -88,18 +89,18 @@ fn gelu_backward_from_the_kept_derivative_has_the_bits_of_recomputing_it() {
             .map(|v| v.to_bits())
             .collect::<Vec<_>>()
     };
-    let (y, derivative) = cpu::gelu_keeping(x.clone());
-    assert_eq!(bits(y), bits(cpu::gelu(x.clone())), "value");
-    let kept = bits(cpu::gelu_backward_from_derivative(derivative, g.clone()));
-    assert_eq!(kept, bits(cpu::gelu_backward(x, g)), "gradient");
+    let (y, derivative) = super::activation::gelu_keeping(x.clone());
+    assert_eq!(bits(y), bits(super::activation::gelu(x.clone())), "value");
+    let kept = bits(super::activation::gelu_backward_from_derivative(derivative, g.clone()));
+    assert_eq!(kept, bits(super::activation::gelu_backward(x, g)), "gradient");
     assert!(kept.iter().any(|&b| b != 0), "an all-zero gradient");
     // Under autodiff: the gradient of `Σ w·GELU(x)` is `w·GELU'(x)`, as the kernel gives it.
     let (xs, ws) = (values(n, 21, 7.0), values(n, 22, 1.0));
-    let read = || cpu::DERIVATIVE_READ.with(|c| c.get());
+    let read = || super::activation::DERIVATIVE_READ.with(|c| c.get());
     let before = read();
     let (_, grad) = value_and_grad::<Grad>(&xs, &ws, [1, 3, 5, 2000], gelu);
     assert_eq!(read(), before + 1, "the backward recomputed the derivative");
-    let expected = bits(cpu::gelu_backward(tensor(xs), tensor(ws)));
+    let expected = bits(super::activation::gelu_backward(tensor(xs), tensor(ws)));
     assert_eq!(grad.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), expected, "autodiff's gradient");
 }
 
