@@ -63,19 +63,34 @@ pub(super) fn lanes_sum(values: &[f32]) -> f32 {
     lanes.iter().sum::<f32>() + rest
 }
 
-/// `Σ f(vᵢ)` in f64, in eight interleaved partial sums (as [`lanes_sum`]: one running f64 sum
-/// is a chain of dependent additions, four cycles apiece).
+/// `Σ f(vᵢ)` in f64, in 32 interleaved partial sums (four vectors of AVX-512's eight f64 lanes:
+/// one running sum, or one vector of them, is a chain of dependent additions, four cycles
+/// apiece, and a LayerNorm row of 128 made four such chains of 16), added up as a tree at the
+/// end. A remainder below 32 goes eight at a time into the first eight, the last few into
+/// one sum of their own.
 #[inline(always)]
 pub(super) fn lanes_sum_f64(values: &[f32], f: impl Fn(f32) -> f64) -> f64 {
-    let mut lanes = [0.0f64; 8];
-    let chunks = values.chunks_exact(8);
-    let rest: f64 = chunks.remainder().iter().map(|&v| f(v)).sum();
+    let mut lanes = [0.0f64; 32];
+    let chunks = values.chunks_exact(32);
+    let eights = chunks.remainder().chunks_exact(8);
+    let rest: f64 = eights.remainder().iter().map(|&v| f(v)).sum();
     for chunk in chunks {
         for (lane, &v) in lanes.iter_mut().zip(chunk) {
             *lane += f(v);
         }
     }
-    lanes.iter().sum::<f64>() + rest
+    for chunk in eights {
+        for (lane, &v) in lanes.iter_mut().zip(chunk) {
+            *lane += f(v);
+        }
+    }
+    let mut width = lanes.len();
+    while width > 1 {
+        width /= 2;
+        let (low, high) = lanes.split_at_mut(width);
+        low.iter_mut().zip(&high[..width]).for_each(|(l, h)| *l += h);
+    }
+    lanes[0] + rest
 }
 
 /// `Σ aᵢ·bᵢ` in eight interleaved partial sums (over the shorter of the two).
@@ -171,12 +186,12 @@ mod tests {
         assert!(baseline.iter().zip(&avx512).all(|(a, b)| a.to_bits() == b.to_bits()));
     }
 
-    /// The lane reductions take every element, the remainder after the last full eight too:
-    /// on small integers (exact in f32) they equal the plain sums, and the max is the max
+    /// The lane reductions take every element, the remainders after the last full 32 and 8
+    /// too: on small integers (exact in f32) they equal the plain sums, and the max is the max
     /// wherever it lies.
     #[test]
     fn lane_reductions_cover_every_element_including_the_remainder() {
-        for n in 0..27 {
+        for n in 0..75 {
             let a: Vec<f32> = (0..n).map(|i| ((i * 7) % 11) as f32 - 5.0).collect();
             let b: Vec<f32> = (0..n).map(|i| ((i * 5) % 9) as f32 - 3.0).collect();
             assert_eq!(lanes_sum(&a), a.iter().sum::<f32>(), "sum of {n}");
