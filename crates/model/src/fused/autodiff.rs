@@ -153,11 +153,11 @@ impl<B: FusedOps, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
         struct LayerNormBackward;
 
         impl<B: FusedOps, const N: usize> Backward<B, N> for LayerNormBackward {
-            /// The input `x`, `γ` and `ε`.
-            type State = (FloatTensor<B>, FloatTensor<B>, f64);
+            /// The input `x`, `γ`, `ε` and the moments the forward kept, if it did.
+            type State = (FloatTensor<B>, FloatTensor<B>, f64, Option<FloatTensor<B>>);
 
             fn backward(self, ops: Ops<Self::State, N>, grads: &mut Gradients, _: &mut Checkpointer) {
-                let (x, gamma, epsilon) = ops.state;
+                let (x, gamma, epsilon, moments) = ops.state;
                 let grad = grads.consume::<B>(&ops.node);
                 // The input's gradient from its other uses (the residual stream's, registered
                 // first: the sum that reads it is later in the forward), added by the kernel.
@@ -169,9 +169,12 @@ impl<B: FusedOps, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
                     };
                     grads.remove::<B>(&probe)
                 });
-                let found = match pending {
-                    Some(pending) => B::fused_layer_norm_backward_adding(x, gamma, grad, epsilon, pending),
-                    None => B::fused_layer_norm_backward(x, gamma, grad, epsilon),
+                let found = match (moments, pending) {
+                    (Some(moments), pending) => {
+                        B::fused_layer_norm_backward_kept(x, gamma, moments, grad, epsilon, pending)
+                    }
+                    (None, Some(pending)) => B::fused_layer_norm_backward_adding(x, gamma, grad, epsilon, pending),
+                    (None, None) => B::fused_layer_norm_backward(x, gamma, grad, epsilon),
                 };
                 register_some::<B, N>(
                     ops.parents.each_ref().map(|p| p.as_ref().map(|node| node.id)),
@@ -194,8 +197,8 @@ impl<B: FusedOps, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
                 .stateful()
             {
                 OpsKind::Tracked(prep) => {
-                    let out = B::fused_layer_norm(x.clone(), gamma.clone(), beta, epsilon);
-                    prep.finish((x, gamma, epsilon), out)
+                    let (out, moments) = B::fused_layer_norm_keeping(x.clone(), gamma.clone(), beta, epsilon);
+                    prep.finish((x, gamma, epsilon, moments), out)
                 }
                 OpsKind::UnTracked(prep) => prep.finish(B::fused_layer_norm(x, gamma, beta, epsilon)),
             }

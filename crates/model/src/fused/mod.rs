@@ -64,6 +64,7 @@ mod erf;
 mod exp;
 mod heads;
 mod joined;
+mod layer_norm_cpu;
 mod linear;
 mod linear_autodiff;
 mod ndarray;
@@ -110,7 +111,7 @@ pub use unary::{gelu, relu, softmax_last};
 #[cfg(test)]
 use unary::{Gelu, SoftmaxLast, Unary};
 #[cfg(test)]
-pub(crate) use {add::IN_PLACE as ADDS_IN_PLACE, cpu::ADDED_PENDING};
+pub(crate) use {add::IN_PLACE as ADDS_IN_PLACE, layer_norm_cpu::ADDED_PENDING};
 
 /// LayerNorm over the last axis, `(x − μ)/√(σ² + ε) · γ + β`, fused where the backend has a
 /// kernel.

@@ -1,12 +1,14 @@
 //! Which kernels back [`FusedOps`] on the CPU backend: `NdArray<f32>` names its kernels
-//! (`cpu.rs`, `linear.rs`, `attention.rs`, `attention_packed.rs`, `cross_entropy.rs`, `reshape.rs`); every other backend keeps the
+//! (`cpu.rs`, `activation.rs`, `layer_norm_cpu.rs`, `linear.rs`, `attention.rs`, `attention_packed.rs`,
+//! `cross_entropy.rs`, `reshape.rs`); every other backend keeps the
 //! composed defaults.
 
 use burn::tensor::ops::{BoolTensor, FloatTensor, IntTensor};
 use burn_ndarray::NdArray;
 
 use super::{
-    activation, attention, attention_packed, cpu, cross_entropy, linear, norm, reshape, FusedOps, Packing, Weight,
+    activation, attention, attention_packed, cpu, cross_entropy, layer_norm_cpu, linear, norm, reshape, FusedOps,
+    Packing, Weight,
 };
 
 /// The backends whose fused operations are kernels (the rest use the composed defaults).
@@ -48,7 +50,7 @@ impl FusedOps for NdArray<f32> {
         beta: Option<FloatTensor<Self>>,
         epsilon: f64,
     ) -> FloatTensor<Self> {
-        cpu::layer_norm(x, gamma, beta, epsilon)
+        layer_norm_cpu::layer_norm(x, gamma, beta, epsilon)
     }
     fn fused_layer_norm_backward(
         x: FloatTensor<Self>,
@@ -56,7 +58,7 @@ impl FusedOps for NdArray<f32> {
         grad: FloatTensor<Self>,
         epsilon: f64,
     ) -> [FloatTensor<Self>; 3] {
-        cpu::layer_norm_backward(x, gamma, grad, epsilon, None)
+        layer_norm_cpu::layer_norm_backward(x, gamma, grad, epsilon, None, None)
     }
     fn fused_layer_norm_backward_adding(
         x: FloatTensor<Self>,
@@ -65,7 +67,26 @@ impl FusedOps for NdArray<f32> {
         epsilon: f64,
         pending: FloatTensor<Self>,
     ) -> [FloatTensor<Self>; 3] {
-        cpu::layer_norm_backward(x, gamma, grad, epsilon, Some(pending))
+        layer_norm_cpu::layer_norm_backward(x, gamma, grad, epsilon, None, Some(pending))
+    }
+    fn fused_layer_norm_keeping(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: Option<FloatTensor<Self>>,
+        epsilon: f64,
+    ) -> (FloatTensor<Self>, Option<FloatTensor<Self>>) {
+        let (out, moments) = layer_norm_cpu::layer_norm_keeping(x, gamma, beta, epsilon);
+        (out, Some(moments))
+    }
+    fn fused_layer_norm_backward_kept(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        moments: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        epsilon: f64,
+        pending: Option<FloatTensor<Self>>,
+    ) -> [FloatTensor<Self>; 3] {
+        layer_norm_cpu::layer_norm_backward(x, gamma, grad, epsilon, Some(moments), pending)
     }
     fn fused_add(a: FloatTensor<Self>, b: FloatTensor<Self>) -> FloatTensor<Self> {
         super::add::cpu(a, b)

@@ -118,6 +118,36 @@ pub trait FusedOps: Backend {
         [Self::float_add(dx, pending), dgamma, dbeta]
     }
 
+    /// [`FusedOps::fused_layer_norm`] and, where this backend's backward reads them, each
+    /// row's mean and `1/√(σ² + ε)` (a `[rows, 2]` tensor) for
+    /// [`FusedOps::fused_layer_norm_backward_kept`]: none by default.
+    fn fused_layer_norm_keeping(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: Option<FloatTensor<Self>>,
+        epsilon: f64,
+    ) -> (FloatTensor<Self>, Option<FloatTensor<Self>>) {
+        (Self::fused_layer_norm(x, gamma, beta, epsilon), None)
+    }
+
+    /// The LayerNorm's backward with the moments [`FusedOps::fused_layer_norm_keeping`] kept,
+    /// and `pending` added to `dx` where given: by default the moments are not read, and it is
+    /// [`FusedOps::fused_layer_norm_backward`] or [`FusedOps::fused_layer_norm_backward_adding`].
+    fn fused_layer_norm_backward_kept(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        moments: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        epsilon: f64,
+        pending: Option<FloatTensor<Self>>,
+    ) -> [FloatTensor<Self>; 3] {
+        drop(moments);
+        match pending {
+            Some(pending) => Self::fused_layer_norm_backward_adding(x, gamma, grad, epsilon, pending),
+            None => Self::fused_layer_norm_backward(x, gamma, grad, epsilon),
+        }
+    }
+
     /// `a + b` of one shape ([`add`]): Burn's sum by default.
     fn fused_add(a: FloatTensor<Self>, b: FloatTensor<Self>) -> FloatTensor<Self> {
         Self::float_add(a, b)

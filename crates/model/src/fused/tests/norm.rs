@@ -111,3 +111,43 @@ fn composed_layer_norm_backward_matches_burns_on_a_backend_without_kernels() {
         close(a, b, 2e-4, what);
     }
 }
+
+/// The CPU's LayerNorm under autodiff keeps each row's mean and `1/√(σ² + ε)` from the
+/// forward, and its backward reads them: `dx` (with and without a pending gradient), `dγ` and
+/// `dβ` have the bits of the backward that computes them again from `x`, over blocks of rows
+/// of every size the parallel split makes.
+#[test]
+fn layer_norm_backward_from_the_kept_moments_has_the_bits_of_recomputing_them() {
+    use super::super::layer_norm_cpu::{layer_norm_backward, layer_norm_keeping, MOMENTS_READ};
+    type T = burn::tensor::ops::FloatTensor<NdArray<f32>>;
+    let shape = [3, 41, 300]; // blocks of 54 rows: two whole ones and a shorter last one
+    let (n, d) = (shape.iter().product::<usize>(), shape[2]);
+    let [x, gamma, beta, w] = layer_norm_inputs(n, d);
+    let t = |v: &[f32], dims: Vec<usize>| -> T {
+        burn_ndarray::NdArrayTensor::from_data(TensorData::new(v.to_vec(), dims))
+    };
+    let bits = |t: T| super::super::cpu::values(t).1.to_vec();
+    let (xs, g) = (t(&x, shape.to_vec()), t(&gamma, vec![d]));
+    let (y, moments) = layer_norm_keeping(xs.clone(), g.clone(), Some(t(&beta, vec![d])), 1e-5);
+    assert_eq!(
+        bits(y),
+        bits(super::super::layer_norm_cpu::layer_norm(xs.clone(), g.clone(), Some(t(&beta, vec![d])), 1e-5))
+    );
+    for pending in [None, Some(t(&values(n, 12, 1.0), shape.to_vec()))] {
+        let grad = t(&w, shape.to_vec());
+        let kept =
+            layer_norm_backward(xs.clone(), g.clone(), grad.clone(), 1e-5, Some(moments.clone()), pending.clone());
+        let again = layer_norm_backward(xs.clone(), g.clone(), grad, 1e-5, None, pending);
+        for (what, (a, b)) in ["dx", "dgamma", "dbeta"].iter().zip(kept.into_iter().zip(again)) {
+            let (a, b) = (bits(a), bits(b));
+            assert!(a.iter().zip(&b).all(|(p, q)| p.to_bits() == q.to_bits()), "{what}");
+        }
+    }
+    // Under autodiff the backward reads what the forward kept.
+    let read = || MOMENTS_READ.with(|c| c.get());
+    let before = read();
+    let fused = layer_norm_grads::<Grad>(shape, true, |x, g, b| layer_norm(x, g, b, 1e-5));
+    assert_eq!(read(), before + 1, "the backward computed the moments again");
+    let truth = layer_norm_f64(&x, &gamma, &beta, &w, d);
+    close(&fused[1], &truth[1], 2e-5, "dx");
+}

@@ -61,9 +61,9 @@ fn layer_norm_backward_adds_the_residual_gradient_with_the_bits_of_burns_sum() {
         let input = if folded { x.clone() } else { x.clone() * 1.0 };
         let z =
             add(x.clone(), layer_norm(input, g.clone(), Some(b.clone()), 1e-5) * tensor::<Grad, 3>(v.clone(), shape));
-        let before = cpu::ADDED_PENDING.with(|c| c.get());
+        let before = layer_norm_cpu::ADDED_PENDING.with(|c| c.get());
         let grads = (z * tensor::<Grad, 3>(w.clone(), shape)).sum().backward();
-        let added = cpu::ADDED_PENDING.with(|c| c.get()) - before;
+        let added = layer_norm_cpu::ADDED_PENDING.with(|c| c.get()) - before;
         (added, [data(x.grad(&grads).unwrap()), data(g.grad(&grads).unwrap()), data(b.grad(&grads).unwrap())])
     };
     let (added, folded) = run(true);
