@@ -2,9 +2,9 @@
 //! backward, parallel over blocks of [`GRAIN`] elements.
 //!
 //! Where the tensor a kernel would otherwise copy from is its own (unshared and contiguous,
-//! [`writable`]), the result is written over it: GELU's input under autodiff (its backward
-//! reads the derivative kept beside the output, not `x`) and the incoming gradient of the
-//! backwards. A new buffer is one more stream through memory (its pages written and later
+//! [`writable`]), the result is written over it: the input of a forward (GELU's under autodiff
+//! too, whose backward reads the derivative kept beside the output, not `x`) and the incoming
+//! gradient of a backward (where it has the shape of what it is the gradient of). A new buffer is one more stream through memory (its pages written and later
 //! freed) for kernels that do one multiply per element; the values are the same bits either way.
 
 use burn::tensor::TensorMetadata;
@@ -75,14 +75,16 @@ fn map(x: T, f: impl Fn(f32) -> f32 + Sync) -> T {
     }
 }
 
-/// `f(a, g)` element-wise over a gradient `g` of `a`'s size: over `g`'s buffer where it is
-/// [`writable`], else into a new one.
+/// `f(a, g)` element-wise over a gradient `g` of `a`'s size, in `a`'s shape: over `g`'s buffer
+/// where it is [`writable`] and of that shape, else into a new one.
 #[inline(always)]
 fn backward(a: T, grad: T, what: &str, f: impl Fn(f32, f32) -> f32 + Sync) -> T {
     let sizes = [a.shape().num_elements(), grad.shape().num_elements()];
     assert_eq!(sizes[0], sizes[1], "{what}: a gradient of another size");
+    let same_shape = a.shape() == grad.shape();
     let (shape, a) = values(a);
-    match own(grad) {
+    // A gradient of another shape (the same count) is not written over: the result has `a`'s.
+    match if same_shape { own(grad) } else { Err(grad) } {
         Ok(mut array) => {
             slice(&mut array).par_chunks_mut(GRAIN).zip(a.par_chunks(GRAIN)).for_each(|(gs, a)| {
                 wide(

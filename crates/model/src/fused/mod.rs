@@ -4,7 +4,7 @@
 //! [`FusedOps`] is a trait over `Backend` with one method per fused operation and one per
 //! backward. Its default methods are the **composed** reference (the same formula in Burn's
 //! tensor operations), so any backend can implement it by naming itself; the CPU backend
-//! (`burn-ndarray`, [`cpu`]) implements the forward and backward as single-pass Rust kernels,
+//! (`burn-ndarray`: `cpu.rs`, `activation.rs`, `layer_norm_cpu.rs` and the operations' own files) implements the forward and backward as single-pass Rust kernels,
 //! parallel over rows with rayon; CubeCL's backends (burn-wgpu, burn-cuda, with or without
 //! burn-fusion; features `wgpu`, `cuda`; `cube`) implement the row operations and GELU as
 //! CubeCL kernels; `Autodiff<B>` ([`autodiff`]) implements each forward with `B`'s kernel and
