@@ -71,3 +71,38 @@ fn layer_norm_backward_adds_the_residual_gradient_with_the_bits_of_burns_sum() {
     assert_eq!((added, separate), (1, 0), "the LayerNorm's backward did not (only) add the residual's gradient");
     assert_eq!(folded, reference);
 }
+
+/// A tensor read by two linear maps (the encoder's output by a decoder layer's keys and
+/// values): its gradient is the sum of the two maps' input gradients, bit for bit what each map
+/// alone gives summed, and the sum is made over one of their buffers, not a new one.
+#[test]
+fn a_tensor_read_by_two_linear_maps_gets_the_sum_of_their_gradients_in_place() {
+    let (rows, d_in, d_out) = (37, 24, 40);
+    let xs = values(rows * d_in, 51, 1.0);
+    let ws = [values(d_in * d_out, 52, 0.5), values(d_in * d_out, 53, 0.5)];
+    let out_weights = tensor::<Grad, 2>(values(rows * d_out, 54, 1.0), [rows, d_out]);
+    // The input's gradient through the maps given (0, 1 or both).
+    let grad_through = |maps: &[usize]| {
+        let x = tensor::<Grad, 2>(xs.clone(), [rows, d_in]).require_grad();
+        let mut loss = None;
+        for &i in maps {
+            let w = tensor::<Grad, 2>(ws[i].clone(), [d_in, d_out]);
+            let y = (linear(x.clone(), w, None, Weight::InOut) * out_weights.clone()).sum();
+            loss = Some(match loss {
+                Some(l) => l + y,
+                None => y,
+            });
+        }
+        let grads = loss.expect("a map").backward();
+        data(x.grad(&grads).expect("x's gradient"))
+    };
+    let (first, second) = (grad_through(&[0]), grad_through(&[1]));
+    let before = in_place();
+    let both = grad_through(&[0, 1]);
+    assert!(in_place() > before, "the two gradients were not summed in place");
+    let summed: Vec<f32> = first.iter().zip(&second).map(|(a, b)| a + b).collect();
+    assert_eq!(
+        both.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+        summed.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+    );
+}
