@@ -220,11 +220,11 @@ fn value_and_derivative(x: f32) -> (f32, f32) {
     (x * cdf, cdf + x * pdf)
 }
 
-/// `Φ(x) + x·φ(x)`, as [`value_and_derivative`] computes it.
+/// `Φ(x) + x·φ(x)`, [`value_and_derivative`]'s second value (the first, unused, is dropped
+/// by the compiler: both are always inlined).
 #[inline(always)]
 fn derivative(x: f32) -> f32 {
-    let pdf = exp_nonpositive(-0.5 * x * x) * INV_SQRT_2PI as f32;
-    cdf(x) + x * pdf
+    value_and_derivative(x).1
 }
 
 /// `Φ(x) = ½(1 + erf(x/√2))`. Always inlined into the `wide` loops, so that `erf`'s fused
