@@ -12,8 +12,8 @@
 #              all, off: tokens/s of the logged intervals after the first $WARM steps.
 # - overhead:  `bench train --backend $OVERHEAD_BACKEND` (default wgpu; cuda where the runner has
 #              it): the fixed per-step overhead t(1) − (t(8) − t(1))/7 of the default model.
-# - products:  `bench products --backend wgpu`: the linear maps' products of nanoGPT's GPU
-#              configuration with CubeCL's kernel and ours (ATTEND_GPU_MATMUL), ms and TFLOP/s.
+# - products:  `bench products --backend wgpu`: the linear maps' and attention's products of nanoGPT's GPU
+#              configuration with CubeCL's kernel and ours (ATTEND_GPU_MATMUL) under each tile (ATTEND_GPU_TILE), ms and TFLOP/s.
 #              Not part of `all`.
 # - precision: the same configuration in f16 on wgpu (and bf16 on cuda), against f32.
 # - peer:      PyTorch on the same GPU: fp32, tf32, bf16 autocast (nanogpt_gpu_bench.py).

@@ -82,13 +82,15 @@ pub fn run_on<W: OnBackend>(backend: Backend, work: W) -> Result<W::Output> {
 }
 
 /// Before a GPU backend's first use: its kernel caches (`kernel_cache`), and a check of
-/// `ATTEND_GPU_KERNELS` (which GPU backends run the CubeCL kernels of the fused operations)
-/// and `ATTEND_GPU_MATMUL` (whose kernel multiplies the linear maps and attention), so that a value the
+/// `ATTEND_GPU_KERNELS` (which GPU backends run the CubeCL kernels of the fused operations),
+/// `ATTEND_GPU_MATMUL` (whose kernel multiplies the linear maps and attention) and
+/// `ATTEND_GPU_TILE` (our product kernel's tile), so that a value the
 /// model would not take stops the run instead of being ignored.
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 fn gpu_setup() -> Result<()> {
     crate::kernel_cache::configure()?;
     attend_model::fused::gpu_kernels_from_env().map_err(anyhow::Error::msg)?;
     attend_model::fused::gpu_products_from_env().map_err(anyhow::Error::msg)?;
+    attend_model::fused::product_tile_from_env().map_err(anyhow::Error::msg)?;
     Ok(())
 }

@@ -1,7 +1,9 @@
-//! Times the matrix products of a model's linear maps with each GPU product kernel
-//! (`attend_model::fused::GpuProducts`: CubeCL's and ours), for `cargo xtask bench products`:
-//! for each map `d_in → d_out` over `rows` positions, the forward `x·W`, the input gradient
-//! `dy·Wᵀ`, the weight gradient `xᵀ·dy` in row slices (what training runs) and in one product.
+//! Times the matrix products of a model's linear maps and of its attention with each GPU
+//! product kernel (`attend_model::fused::GpuProducts`: CubeCL's, and ours under each tile
+//! `ATTEND_GPU_TILE` takes), for `cargo xtask bench products`: for each map `d_in → d_out`
+//! over `rows` positions, the forward `x·W`, the input gradient `dy·Wᵀ`, the weight gradient
+//! `xᵀ·dy` in row slices (what training runs) and in one product; for attention over the
+//! same positions in sequences of `len`, the six per-head products of its forward and backward.
 //!
 //! Each timing is `reps` products issued back to back after `warmup` untimed ones (which
 //! autotune CubeCL's kernels and compile ours), between two synchronizations of the device;
@@ -9,29 +11,69 @@
 
 use std::time::Instant;
 
-use attend_model::fused::{linear_product, GpuProducts, LinearProduct};
+use attend_model::fused::{
+    linear_product, matmul, with_gpu_products, with_product_tile, GpuProducts, LinearProduct, ProductTile, TileChoice,
+};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Distribution, Tensor};
 
 use crate::error::TrainError;
 
-/// The time of one kind of product with one kernel.
+/// A kernel to time: CubeCL's, or ours with a choice of tile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProductKernel {
+    pub products: GpuProducts,
+    /// Our kernel's tiles (CubeCL's ignores them).
+    pub tile: TileChoice,
+}
+
+impl ProductKernel {
+    /// CubeCL's products.
+    pub const CUBECL: ProductKernel = ProductKernel { products: GpuProducts::Burn, tile: TileChoice::Auto };
+
+    /// CubeCL's, then ours under `auto` and under every tile.
+    pub fn all() -> Vec<ProductKernel> {
+        let fixed = ProductTile::ALL.into_iter().map(TileChoice::Fixed);
+        let ours = std::iter::once(TileChoice::Auto)
+            .chain(fixed)
+            .map(|tile| ProductKernel { products: GpuProducts::Ours, tile });
+        std::iter::once(Self::CUBECL).chain(ours).collect()
+    }
+
+    /// `cubecl`, or `attend` and the tile (`attend auto`, `attend 128x128x8`).
+    pub fn name(&self) -> String {
+        match self.products {
+            GpuProducts::Ours => format!("attend {}", self.tile.name()),
+            _ => "cubecl".to_string(),
+        }
+    }
+
+    fn run<T>(&self, work: impl FnOnce() -> T) -> T {
+        with_gpu_products(self.products, || with_product_tile(self.tile, work))
+    }
+}
+
+/// The time of one product with one kernel.
 #[derive(Clone, Debug)]
 pub struct ProductTime {
+    /// The linear map `d_in → d_out`, or attention's `[len, head width]`.
     pub map: (usize, usize),
-    pub product: LinearProduct,
-    pub kernel: GpuProducts,
-    /// `[m, k, n]`: `2·m·k·n` operations.
+    /// What the product is, e.g. `forward x·W`.
+    pub product: &'static str,
+    pub kernel: ProductKernel,
+    /// `[m, k, n]`: `2·m·k·n` operations per matrix.
     pub dims: [usize; 3],
+    /// Matrices in the product (attention's batch × heads; 1 for a linear map's).
+    pub matrices: usize,
     /// Seconds per product.
     pub seconds: f64,
 }
 
 impl ProductTime {
-    /// Operations per second (`2·m·k·n / seconds`), in TFLOP/s.
+    /// Operations per second (`2·m·k·n·matrices / seconds`), in TFLOP/s.
     pub fn tflops(&self) -> f64 {
         let [m, k, n] = self.dims;
-        2.0 * (m * k * n) as f64 / self.seconds / 1e12
+        2.0 * (m * k * n * self.matrices) as f64 / self.seconds / 1e12
     }
 }
 
@@ -40,20 +82,49 @@ impl ProductTime {
 /// embedding as the output layer over 65 characters.
 pub const NANOGPT_GPU_MAPS: [(usize, usize); 5] = [(384, 1152), (384, 384), (384, 1536), (1536, 384), (384, 65)];
 
+/// nanoGPT's GPU configuration's attention: sequences of 256, 6 heads of width 64.
+pub const NANOGPT_GPU_ATTENTION: AttentionShape = AttentionShape { len: 256, heads: 6, width: 64 };
+
+/// The per-head products of attention over sequences of `len`, `heads` heads of `width`.
+#[derive(Clone, Copy, Debug)]
+pub struct AttentionShape {
+    pub len: usize,
+    pub heads: usize,
+    pub width: usize,
+}
+
+/// Times `reps` runs of `run` after `warmup`, between synchronizations of the device.
+fn time<B: Backend, T>(device: &B::Device, warmup: usize, reps: usize, run: impl Fn() -> T) -> Result<f64, TrainError> {
+    let sync = || B::sync(device).map_err(|e| TrainError::Usage(format!("bench products: the device failed: {e:?}")));
+    let warm: Vec<_> = (0..warmup).map(|_| run()).collect();
+    sync()?;
+    drop(warm);
+    let start = Instant::now();
+    let outputs: Vec<_> = (0..reps).map(|_| run()).collect();
+    sync()?;
+    let seconds = start.elapsed().as_secs_f64() / reps as f64;
+    drop(outputs);
+    Ok(seconds)
+}
+
+fn check_sizes(rows: usize, reps: usize) -> Result<(), TrainError> {
+    if rows == 0 || reps == 0 {
+        return Err(TrainError::Usage(format!("bench products: rows ({rows}) and reps ({reps}) must be positive")));
+    }
+    Ok(())
+}
+
 /// Times every [`LinearProduct`] of every map in `maps` over `rows` positions, with each kernel
 /// of `kernels` (on a backend without our kernel, `attend` runs Burn's product too).
 pub fn time_linear_products<B: Backend>(
     device: &B::Device,
     rows: usize,
     maps: &[(usize, usize)],
-    kernels: &[GpuProducts],
+    kernels: &[ProductKernel],
     warmup: usize,
     reps: usize,
 ) -> Result<Vec<ProductTime>, TrainError> {
-    if rows == 0 || reps == 0 {
-        return Err(TrainError::Usage(format!("bench products: rows ({rows}) and reps ({reps}) must be positive")));
-    }
-    let sync = || B::sync(device).map_err(|e| TrainError::Usage(format!("bench products: the device failed: {e:?}")));
+    check_sizes(rows, reps)?;
     let mut times = Vec::new();
     for &(d_in, d_out) in maps {
         let normal = Distribution::Normal(0.0, 1.0);
@@ -62,18 +133,68 @@ pub fn time_linear_products<B: Backend>(
         let dy = Tensor::<B, 2>::random([rows, d_out], normal, device);
         for product in LinearProduct::ALL {
             for &kernel in kernels {
-                let run = || linear_product(product, kernel, x.clone(), w.clone(), dy.clone());
-                let warm: Vec<_> = (0..warmup).map(|_| run()).collect();
-                sync()?;
-                drop(warm);
-                let start = Instant::now();
-                let outputs: Vec<_> = (0..reps).map(|_| run()).collect();
-                sync()?;
-                let seconds = start.elapsed().as_secs_f64() / reps as f64;
-                drop(outputs);
+                let run = || kernel.run(|| linear_product(product, kernel.products, x.clone(), w.clone(), dy.clone()));
+                let seconds = time::<B, _>(device, warmup, reps, run)?;
                 let dims = product.dims(rows, d_in, d_out);
-                times.push(ProductTime { map: (d_in, d_out), product, kernel, dims, seconds });
+                times.push(ProductTime {
+                    map: (d_in, d_out),
+                    product: product.name(),
+                    kernel,
+                    dims,
+                    matrices: 1,
+                    seconds,
+                });
             }
+        }
+    }
+    Ok(times)
+}
+
+/// Times attention's six per-head products over `rows` positions (`rows / len` sequences)
+/// with each kernel of `kernels`, as composed attention runs them (transposes as views): the
+/// forward's scores `Q·Kᵀ` and context `P·V`, the backward's `dP = dC·Vᵀ`, `dV = Pᵀ·dC`,
+/// `dQ = dS·K` and `dK = dSᵀ·Q`.
+pub fn time_attention_products<B: Backend>(
+    device: &B::Device,
+    rows: usize,
+    shape: AttentionShape,
+    kernels: &[ProductKernel],
+    warmup: usize,
+    reps: usize,
+) -> Result<Vec<ProductTime>, TrainError> {
+    check_sizes(rows, reps)?;
+    let AttentionShape { len, heads, width } = shape;
+    let batch = rows / len;
+    if batch == 0 {
+        return Err(TrainError::Usage(format!("bench products: rows ({rows}) hold no sequence of {len}")));
+    }
+    let normal = Distribution::Normal(0.0, 1.0);
+    let narrow = || Tensor::<B, 4>::random([batch, heads, len, width], normal, device);
+    let square = || Tensor::<B, 4>::random([batch, heads, len, len], normal, device);
+    let (q, k, v, dc) = (narrow(), narrow(), narrow(), narrow());
+    let (p, ds) = (square(), square());
+    type Product<B> = fn(&[Tensor<B, 4>; 6]) -> Tensor<B, 4>;
+    let products: [(&str, [usize; 3], Product<B>); 6] = [
+        ("scores Q·Kᵀ", [len, width, len], |[q, k, ..]| matmul(q.clone(), k.clone().swap_dims(2, 3))),
+        ("context P·V", [len, len, width], |[_, _, v, _, p, _]| matmul(p.clone(), v.clone())),
+        ("dP = dC·Vᵀ", [len, width, len], |[_, _, v, dc, ..]| matmul(dc.clone(), v.clone().swap_dims(2, 3))),
+        ("dV = Pᵀ·dC", [len, len, width], |[_, _, _, dc, p, _]| matmul(p.clone().swap_dims(2, 3), dc.clone())),
+        ("dQ = dS·K", [len, len, width], |[_, k, _, _, _, ds]| matmul(ds.clone(), k.clone())),
+        ("dK = dSᵀ·Q", [len, len, width], |[q, _, _, _, _, ds]| matmul(ds.clone().swap_dims(2, 3), q.clone())),
+    ];
+    let operands = [q, k, v, dc, p, ds];
+    let mut times = Vec::new();
+    for (name, dims, product) in products {
+        for &kernel in kernels {
+            let seconds = time::<B, _>(device, warmup, reps, || kernel.run(|| product(&operands)))?;
+            times.push(ProductTime {
+                map: (len, width),
+                product: name,
+                kernel,
+                dims,
+                matrices: batch * heads,
+                seconds,
+            });
         }
     }
     Ok(times)
@@ -86,20 +207,36 @@ mod tests {
 
     #[test]
     fn product_times_cover_every_map_product_and_kernel_with_their_dimensions() {
-        let kernels = [GpuProducts::Burn, GpuProducts::Ours];
+        let kernels = ProductKernel::all();
         let times =
             time_linear_products::<NdArray<f32>>(&Default::default(), 64, &[(8, 24), (24, 8)], &kernels, 1, 2).unwrap();
         assert_eq!(times.len(), 2 * LinearProduct::ALL.len() * kernels.len());
-        let forward = times.iter().find(|t| t.map == (8, 24) && t.product == LinearProduct::Forward).unwrap();
+        let forward = times.iter().find(|t| t.map == (8, 24) && t.product == LinearProduct::Forward.name()).unwrap();
         assert_eq!(forward.dims, [64, 8, 24]);
-        let dw = times.iter().find(|t| t.map == (24, 8) && t.product == LinearProduct::WeightGradient).unwrap();
+        let dw = times.iter().find(|t| t.map == (24, 8) && t.product == LinearProduct::WeightGradient.name()).unwrap();
         assert_eq!(dw.dims, [24, 64, 8]);
         assert!(times.iter().all(|t| t.seconds > 0.0 && t.tflops().is_finite()));
+        let names: Vec<String> = times[..kernels.len()].iter().map(|t| t.kernel.name()).collect();
+        assert_eq!(names[..4], ["cubecl", "attend auto", "attend 128x128x8", "attend 128x128x16"]);
+    }
+
+    #[test]
+    fn attention_times_cover_six_products_of_every_head_with_their_dimensions() {
+        let shape = AttentionShape { len: 8, heads: 2, width: 4 };
+        let kernels = [ProductKernel::CUBECL];
+        let times = time_attention_products::<NdArray<f32>>(&Default::default(), 24, shape, &kernels, 0, 1).unwrap();
+        assert_eq!(times.len(), 6);
+        assert!(times.iter().all(|t| t.matrices == 3 * 2 && t.seconds > 0.0));
+        assert_eq!(times[0].dims, [8, 4, 8]);
+        assert_eq!(times[1].dims, [8, 8, 4]);
+        let short = time_attention_products::<NdArray<f32>>(&Default::default(), 7, shape, &kernels, 0, 1);
+        assert!(short.unwrap_err().to_string().contains("no sequence of 8"));
     }
 
     #[test]
     fn no_rows_or_no_repetitions_is_an_error_that_names_them() {
-        let none = time_linear_products::<NdArray<f32>>(&Default::default(), 0, &[(8, 8)], &[GpuProducts::Burn], 0, 1);
+        let none =
+            time_linear_products::<NdArray<f32>>(&Default::default(), 0, &[(8, 8)], &[ProductKernel::CUBECL], 0, 1);
         assert!(none.unwrap_err().to_string().contains("rows (0)"));
     }
 }

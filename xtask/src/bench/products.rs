@@ -1,12 +1,15 @@
-//! `bench products`: the linear maps' matrix products of nanoGPT's GPU configuration
-//! (`attend_train::product_bench`) timed with CubeCL's kernel and with ours
-//! (`ATTEND_GPU_MATMUL`), side by side in the same process on `--backend`'s device: one JSON
-//! line per product and kernel (ms, TFLOP/s), and on stderr a line per product with ours over
-//! CubeCL's time.
+//! `bench products`: the matrix products of nanoGPT's GPU configuration
+//! (`attend_train::product_bench`: its linear maps', and attention's per head) timed with
+//! CubeCL's kernel and with ours (`ATTEND_GPU_MATMUL`) under `auto` and every tile
+//! (`ATTEND_GPU_TILE`),
+//! side by side in the same process on `--backend`'s device: one JSON line per product and
+//! kernel (ms, TFLOP/s), and on stderr a line per product with each kernel's time over
+//! CubeCL's.
 
 use anyhow::Result;
-use attend_model::fused::GpuProducts;
-use attend_train::product_bench::{time_linear_products, NANOGPT_GPU_MAPS};
+use attend_train::product_bench::{
+    time_attention_products, time_linear_products, ProductKernel, NANOGPT_GPU_ATTENTION, NANOGPT_GPU_MAPS,
+};
 use burn::tensor::backend::AutodiffBackend;
 use serde_json::json;
 
@@ -26,27 +29,39 @@ struct Products {
 impl OnBackend for Products {
     type Output = ();
     fn run<B: AutodiffBackend>(self, device: &B::Device) -> Result<()> {
-        let kernels = [GpuProducts::Burn, GpuProducts::Ours];
-        let times =
+        let kernels = ProductKernel::all();
+        let mut times =
             time_linear_products::<B::InnerBackend>(device, self.rows, &NANOGPT_GPU_MAPS, &kernels, WARMUP, self.reps)?;
-        for pair in times.chunks(kernels.len()) {
-            let (burn, ours) = (&pair[0], &pair[1]);
-            for t in pair {
-                emit(json!({"bench": "linear_product", "backend": self.backend, "map": [t.map.0, t.map.1],
-                            "product": t.product.name(), "dims": t.dims,
-                            "kernel": if t.kernel == GpuProducts::Ours { "attend" } else { "cubecl" },
-                            "reps": self.reps, "ms": t.seconds * 1e3, "tflops": t.tflops()}));
+        let attention = NANOGPT_GPU_ATTENTION;
+        times.extend(time_attention_products::<B::InnerBackend>(
+            device, self.rows, attention, &kernels, WARMUP, self.reps,
+        )?);
+        eprintln!("ms per product; in brackets over CubeCL's time; kernels: {}", {
+            let names: Vec<String> = kernels.iter().map(|k| k.name()).collect();
+            names.join(", ")
+        });
+        for same in times.chunks(kernels.len()) {
+            let cubecl = &same[0];
+            for t in same {
+                emit(json!({"bench": "product", "backend": self.backend, "map": [t.map.0, t.map.1],
+                            "product": t.product, "dims": t.dims, "matrices": t.matrices,
+                            "kernel": t.kernel.name(), "reps": self.reps, "ms": t.seconds * 1e3,
+                            "tflops": t.tflops(), "over_cubecl": t.seconds / cubecl.seconds}));
             }
+            let best = same.iter().min_by(|a, b| a.seconds.total_cmp(&b.seconds)).expect("a kernel");
+            let each: Vec<String> = same[1..]
+                .iter()
+                .map(|t| format!("{:.3} ({:.2})", t.seconds * 1e3, t.seconds / cubecl.seconds))
+                .collect();
             eprintln!(
-                "{:>4}→{:<4} {:<26} cubecl {:8.3} ms {:6.2} TFLOP/s | attend {:8.3} ms {:6.2} TFLOP/s | attend/cubecl time {:.2}",
-                burn.map.0,
-                burn.map.1,
-                burn.product.name(),
-                burn.seconds * 1e3,
-                burn.tflops(),
-                ours.seconds * 1e3,
-                ours.tflops(),
-                ours.seconds / burn.seconds
+                "{:>4},{:<4} {:<26} cubecl {:.3} | attend {} | best {} {:.2} TFLOP/s",
+                cubecl.map.0,
+                cubecl.map.1,
+                cubecl.product,
+                cubecl.seconds * 1e3,
+                each.join(" "),
+                best.kernel.name(),
+                best.tflops()
             );
         }
         Ok(())

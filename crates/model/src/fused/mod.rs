@@ -72,6 +72,7 @@ pub(crate) mod norm;
 mod ops;
 mod overlap;
 mod product_autodiff;
+mod product_tile;
 mod products;
 mod reshape;
 mod score_mask;
@@ -103,6 +104,9 @@ pub use linear::{linear, Weight};
 pub use norm::squared_norm;
 pub use ops::FusedOps;
 pub use overlap::backward;
+pub use product_tile::{
+    parse_product_tile, product_tile, product_tile_from_env, with_product_tile, ProductTile, TileChoice,
+};
 pub use products::{
     gpu_products_from_env, linear_product, matmul, parse_gpu_products, with_gpu_products, GpuProducts, LinearProduct,
 };

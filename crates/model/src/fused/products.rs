@@ -86,10 +86,11 @@ pub(in crate::fused) fn ours_on(kernels: &Kernels) -> bool {
 }
 
 /// Whether our kernel's grid holds a product of `rows × cols` outputs per matrix and `batch`
-/// matrices: a cube per 128 columns, per 128 rows, and per matrix along its three axes, each
-/// at most 65,535 (Vulkan's guaranteed minimum).
+/// matrices: a cube per tile's columns, per tile's rows (the tile `ATTEND_GPU_TILE` gives it), and per matrix
+/// along its three axes, each at most 65,535 (Vulkan's guaranteed minimum).
 fn fits(rows: usize, cols: usize, batch: usize) -> bool {
-    rows.div_ceil(128) <= 65_535 && cols.div_ceil(128) <= 65_535 && batch <= 65_535
+    let tile = super::product_tile().for_columns(cols);
+    rows.div_ceil(tile.rows) <= 65_535 && cols.div_ceil(tile.cols) <= 65_535 && batch <= 65_535
 }
 
 /// The number of matrices of a product of `a` and `b` (`[.., m, k]`, `[.., k, n]`), and

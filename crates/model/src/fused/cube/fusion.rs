@@ -152,9 +152,13 @@ impl<B: FusionBackend + FusedOps> FusedOps for Fusion<B> {
         }
         let dtype = a.dtype;
         let inputs = vec![(a, Kind::Float), (b, Kind::Float)];
-        let [c] = register::<B, 1>("attend::product", inputs, [(shape, dtype)], |args| {
+        // The operation runs when burn-fusion flushes: under the tile in force now.
+        let tile = crate::fused::product_tile();
+        let [c] = register::<B, 1>("attend::product", inputs, [(shape, dtype)], move |args| {
             let mut args = args.into_iter();
-            [B::fused_product(next(&mut args).float(), next(&mut args).float())]
+            crate::fused::with_product_tile(tile, || {
+                [B::fused_product(next(&mut args).float(), next(&mut args).float())]
+            })
         });
         c
     }

@@ -357,7 +357,8 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> FusedOps f
     fn fused_product(a: FloatTensor<Self>, b: FloatTensor<Self>) -> FloatTensor<Self> {
         counted();
         let b = alike::<R, F, I, BT>(b, &a);
-        product::product(a, b)
+        let cols = b.meta.shape()[b.meta.num_dims() - 1];
+        product::product(a, b, crate::fused::product_tile().for_columns(cols))
     }
 
     fn fused_squared_norm(tensors: Vec<FloatTensor<Self>>) -> FloatTensor<Self> {

@@ -3,23 +3,25 @@
 //! `[k, n]`, or a batch of them, with each operand read through its strides (a transposed view
 //! costs no copy).
 //!
-//! The kernel is the classic register-blocked one with vectorized shared memory: a cube of 256
-//! units computes a 128 × 128 tile of `C`, each unit an 8 × 8 block of it in registers (64
-//! accumulators as 16 four-wide vectors, `f32` whatever the tensors' type), walking `k` in steps
-//! of 8. `A`'s 128 × 8 and `B`'s 8 × 128 slices are staged in shared memory as rows of
+//! The kernel is the classic register-blocked one with vectorized shared memory: a cube
+//! computes a tile of `C` ([`ProductTile`], `ATTEND_GPU_TILE`; 128 × 128 with 256 units by
+//! default), each unit an 8 × 8 block of it in registers (64 accumulators as 16 four-wide
+//! vectors, `f32` whatever the tensors' type), walking `k` in steps of 8 (or 16). `A`'s
+//! rows × step and `B`'s step × columns slices are staged in shared memory as rows of
 //! four-wide vectors along the tile's side (each unit loads four neighbouring rows at one `k`
-//! and stores them as one vector: where `k` is the operand's contiguous axis, 8 consecutive
-//! units read 8 consecutive words; where its rows are, each of a warp's four loads reads every
-//! fourth word of 128 consecutive rows, which the four together cover), in two stages: while a step multiplies out of
-//! one, the next step's elements are loaded into registers and then stored into the other, one
-//! synchronization a step. A unit's rows are `4·ty + 64·h + i` and its columns `4·tx + 64·g +
-//! j` (`h, g ∈ {0, 1}`, `i, j < 4`), a warp's units 4 `ty` by 8 `tx`: each step along `k` reads
-//! two vectors of `A` and two of `B`, four 128-bit reads of shared memory (each 64 or 128
-//! distinct bytes across the warp) for 64 multiply-adds, where the first form of this kernel
-//! (scalar reads, two synchronizations a step) took sixteen. An operand whose rows are
-//! contiguous (`B` = `W` in the forward, both operands of a weight gradient) is read from
-//! global memory as vectors of four rows, one 128-bit read where four were, and `C` is written
-//! four columns at a time, where the sizes allow ([`vectors_of_four_rows`]).
+//! and stores them as one vector, one or more such vectors a step: where `k` is the operand's
+//! contiguous axis, consecutive units read consecutive words; where its rows are, each of a
+//! warp's four loads reads every fourth word of the tile's consecutive rows, which the four together
+//! cover), in two stages: while a step multiplies out of one, the next step's elements are
+//! loaded into registers and then stored into the other, one synchronization a step. A unit's
+//! rows are `4·ty + (rows / 2)·h + i` and its columns `4·tx + (cols / 2)·g + j` (`h, g ∈ {0,
+//! 1}`, `i, j < 4`), a warp's units 4 `ty` by 8 `tx`: each step along `k` reads two vectors of
+//! `A` and two of `B`, four 128-bit reads of shared memory (each 64 or 128 distinct bytes
+//! across the warp) for 64 multiply-adds, where the first form of this kernel (scalar reads,
+//! two synchronizations a step) took sixteen. An operand whose rows are contiguous (`B` = `W`
+//! in the forward, both operands of a weight gradient) is read from global memory as vectors
+//! of four rows, one 128-bit read where four were, and `C` is written four columns at a time,
+//! where the sizes allow ([`vectors_of_four_rows`]).
 //!
 //! Why: on an H200 CubeCL's f32 products (its register-tile "unit" matmuls, the only ones
 //! without tensor cores) ran at 12-17 TFLOP/s forward and 2.4-9.7 for the weight gradients,
@@ -35,24 +37,10 @@ use cubecl::ir::VectorSize;
 use cubecl::prelude::*;
 
 use super::empty;
+use crate::fused::ProductTile;
 
 /// Four `f32` side by side: a row of shared memory's unit, and a quarter of a unit's rows.
 type Four = Vector<f32, Const<4>>;
-
-/// Rows (and columns) of `C` per cube.
-const TILE: usize = 128;
-/// The step along `k`.
-const DEPTH: usize = 8;
-/// Units along a side of the tile: each takes 8 of its rows (columns), as two groups of 4.
-const SIDE: usize = 16;
-/// Units per cube (`SIDE²`).
-const UNITS: u32 = 256;
-/// A staged row of shared memory in vectors: the tile's `TILE / 4` and one of padding. An odd
-/// count puts the eight `k` of one row group that eight consecutive units store (when `k` is
-/// the operand's contiguous axis) in eight different groups of four banks.
-const STAGE_ROW: usize = TILE / 4 + 1;
-/// One stage of an operand: `DEPTH` rows.
-const STAGE: usize = DEPTH * STAGE_ROW;
 
 /// Element `(r, k)` of an operand at `base` with strides `rs`, `ks`, or 0 outside `rows` × `depth`
 /// (an operand read one element at a time: `N` is 1).
@@ -75,20 +63,41 @@ fn load<F: Float, N: Size>(
     value
 }
 
-/// This unit's row group and `k` within a `DEPTH × TILE` slice of an operand:
-/// `k_contiguous` (the operand's `k` axis has stride 1): 8 consecutive units read 8
-/// consecutive `k` of one row; else 32 consecutive units read 128 consecutive rows at one `k`
-/// (four each: a load instruction of the warp reads every fourth word, the four of them all).
+/// The row group and `k` of the `index`-th vector of a step's `step × side` slice of an
+/// operand (`side` rows of the tile, `step` elements of `k`): `k_contiguous` (the operand's
+/// `k` axis has stride 1): `step` consecutive indices take `step` consecutive `k` of one row;
+/// else `side / 4` consecutive indices take `side` consecutive rows at one `k` (four each: a
+/// load instruction of the warp reads every fourth word, the four of them all).
 #[cube]
-fn place(#[comptime] k_contiguous: bool) -> (usize, usize) {
-    let unit = UNIT_POS_X as usize;
-    let mut group = unit % (TILE / 4);
-    let mut k = unit / (TILE / 4);
+fn place(
+    index: usize,
+    #[comptime] k_contiguous: bool,
+    #[comptime] side: usize,
+    #[comptime] step: usize,
+) -> (usize, usize) {
+    let groups = comptime![side / 4];
+    let mut group = index % groups;
+    let mut k = index / groups;
     if comptime![k_contiguous] {
-        group = unit / DEPTH;
-        k = unit % DEPTH;
+        group = index / step;
+        k = index % step;
     }
     (group, k)
+}
+
+/// Where in its staged row of shared memory the vector `v` at `k` goes: `v` itself, or with
+/// `swizzle` `v` with its three low bits exclusive-or'd with `k`'s (a permutation within each
+/// aligned run of 8 vectors, 128 bytes: the rows are multiples of 8 vectors long). Eight
+/// consecutive `k` of one row group then land in eight different 16-byte columns of the banks,
+/// and a warp's reads at one `k` (4 or 8 consecutive vectors, offset by a multiple of 8) stay
+/// as distinct as they were.
+#[cube]
+fn slot(k: usize, v: usize, #[comptime] swizzle: bool) -> usize {
+    let mut at = v;
+    if comptime![swizzle] {
+        at = v ^ (k % 8);
+    }
+    at
 }
 
 /// This unit's four rows `r0 + 4·group ..` of an operand at `k0 + k`, as one vector: one
@@ -129,8 +138,11 @@ fn fetch<F: Float, N: Size>(
 /// `c = a·b` over `[m, k]`, `[k, n]`, `[m, n]`, batched along `CUBE_POS_Z` over the
 /// `batch_axes` (0, 1 or 2) axes before those: rank 3 (a batch of matrices) or rank 4 (the
 /// batch and the heads of attention's products, `CUBE_POS_Z` = `batch · heads + head`). An
-/// operand with one entry along a batch axis is shared along it.
+/// operand with one entry along a batch axis is shared along it. A cube computes a
+/// `tile_m × tile_n` tile of `C` (64 or 128 each), `step` elements of `k` at a time (8 or 16),
+/// with `tile_m · tile_n / 64` units ([`ProductTile`]).
 #[cube(launch_unchecked)]
+#[allow(clippy::too_many_arguments)]
 pub fn product_kernel<F: Float, NA: Size, NB: Size, NC: Size>(
     a: &Tensor<Vector<F, NA>>,
     b: &Tensor<Vector<F, NB>>,
@@ -138,11 +150,33 @@ pub fn product_kernel<F: Float, NA: Size, NB: Size, NC: Size>(
     #[comptime] batch_axes: usize,
     #[comptime] a_k_contiguous: bool,
     #[comptime] b_k_contiguous: bool,
+    #[comptime] tile_m: usize,
+    #[comptime] tile_n: usize,
+    #[comptime] step: usize,
     #[define(F)] _dtype: StorageType,
 ) {
     comptime![assert!(batch_axes <= 2)];
     let axis = comptime![batch_axes];
     let next = comptime![axis + 1];
+    // Units along the tile's rows (columns), each taking 8 of them as two groups of 4: the
+    // offset in vectors from a unit's first group to its second.
+    let side_m = comptime![tile_m / 8];
+    let side_n = comptime![tile_n / 8];
+    let units = comptime![tile_m * tile_n / 64];
+    // A staged row of shared memory in vectors: the tile's side over 4, and with 8-deep steps
+    // one of padding. The `k` of one row group that consecutive units store (when `k` is the
+    // operand's contiguous axis) then fall in different groups of four banks, as with 16-deep
+    // steps, which would not fit 32 KB padded, the rows' vectors permuted by `k` do ([`slot`]).
+    let swizzle = comptime![step == 16];
+    let pad = comptime![if swizzle { 0 } else { 1 }];
+    let row_a = comptime![tile_m / 4 + pad];
+    let row_b = comptime![tile_n / 4 + pad];
+    let stage_a_len = comptime![step * row_a];
+    let stage_b_len = comptime![step * row_b];
+    // Vectors of each operand a unit loads per step.
+    let loads_a = comptime![step * tile_m / 4 / units];
+    let loads_b = comptime![step * tile_n / 4 / units];
+    let warps_n = comptime![tile_n / 64];
     let mut a_base = 0usize;
     let mut b_base = 0usize;
     let mut c_base = 0usize;
@@ -175,47 +209,64 @@ pub fn product_kernel<F: Float, NA: Size, NB: Size, NC: Size>(
     // `A` is read as rows of `m` along `k`; `B` as rows of `n` along `k` (its transpose).
     let (a_rs, a_ks) = (a.stride(axis), a.stride(next));
     let (b_rs, b_ks) = (b.stride(next), b.stride(axis));
-    let row0 = CUBE_POS_Y as usize * TILE;
-    let col0 = CUBE_POS_X as usize * TILE;
+    let row0 = CUBE_POS_Y as usize * tile_m;
+    let col0 = CUBE_POS_X as usize * tile_n;
     let unit = UNIT_POS_X as usize;
     // A warp (32 units) takes 4 `ty` by 8 `tx`: its reads of a step's two vectors of `A` are
     // 4 distinct words of 16 bytes (64 bytes), of `B` 8 (128 bytes), one pass of shared
     // memory's 128 bytes each, where 2 × 16 would take one and two.
     let (warp, lane) = (unit / 32, unit % 32);
-    let ty = (warp / 2) * 4 + lane / 8;
-    let tx = (warp % 2) * 8 + lane % 8;
+    let ty = (warp / warps_n) * 4 + lane / 8;
+    let tx = (warp % warps_n) * 8 + lane % 8;
 
     // Two stages of each operand: a step multiplies out of one while the next step's slice is
     // stored into the other, so one synchronization a step suffices.
-    let mut stage_a = SharedMemory::<Four>::new(2 * STAGE);
-    let mut stage_b = SharedMemory::<Four>::new(2 * STAGE);
-    // acc[(4·h + i)·2 + g]: row `4·ty + 64·h + i`, columns `4·tx + 64·g ..`.
+    let mut stage_a = SharedMemory::<Four>::new(comptime![2 * stage_a_len]);
+    let mut stage_b = SharedMemory::<Four>::new(comptime![2 * stage_b_len]);
+    // acc[(4·h + i)·2 + g]: row `4·ty + (tile_m / 2)·h + i`, columns `4·tx + (tile_n / 2)·g ..`.
     let mut acc = Array::<Four>::new(16usize);
     #[unroll]
     for i in 0usize..16 {
         acc[i] = Four::zeroed();
     }
-    let (a_group, a_k) = place(a_k_contiguous);
-    let (b_group, b_k) = place(b_k_contiguous);
-    let a_at = a_k * STAGE_ROW + a_group;
-    let b_at = b_k * STAGE_ROW + b_group;
+    let mut next_a = Array::<Four>::new(loads_a);
+    let mut next_b = Array::<Four>::new(loads_b);
 
-    stage_a[a_at] = fetch::<F, NA>(a, a_base, row0, 0usize, m, depth, a_rs, a_ks, a_group, a_k);
-    stage_b[b_at] = fetch::<F, NB>(b, b_base, col0, 0usize, n, depth, b_rs, b_ks, b_group, b_k);
+    #[unroll]
+    for l in 0..loads_a {
+        let (group, k) = place(unit + l * units, a_k_contiguous, tile_m, step);
+        stage_a[k * row_a + slot(k, group, swizzle)] =
+            fetch::<F, NA>(a, a_base, row0, 0usize, m, depth, a_rs, a_ks, group, k);
+    }
+    #[unroll]
+    for l in 0..loads_b {
+        let (group, k) = place(unit + l * units, b_k_contiguous, tile_n, step);
+        stage_b[k * row_b + slot(k, group, swizzle)] =
+            fetch::<F, NB>(b, b_base, col0, 0usize, n, depth, b_rs, b_ks, group, k);
+    }
     sync_cube();
     let mut this = 0usize;
     let mut k0 = 0usize;
     while k0 < depth {
         // The next step's elements travel while this step multiplies (zeros past the end).
-        let next_a = fetch::<F, NA>(a, a_base, row0, k0 + DEPTH, m, depth, a_rs, a_ks, a_group, a_k);
-        let next_b = fetch::<F, NB>(b, b_base, col0, k0 + DEPTH, n, depth, b_rs, b_ks, b_group, b_k);
         #[unroll]
-        for k in 0usize..DEPTH {
-            let at = this + k * STAGE_ROW;
-            let a0 = stage_a[at + ty];
-            let a1 = stage_a[at + SIDE + ty];
-            let b0 = stage_b[at + tx];
-            let b1 = stage_b[at + SIDE + tx];
+        for l in 0..loads_a {
+            let (group, k) = place(unit + l * units, a_k_contiguous, tile_m, step);
+            next_a[l] = fetch::<F, NA>(a, a_base, row0, k0 + step, m, depth, a_rs, a_ks, group, k);
+        }
+        #[unroll]
+        for l in 0..loads_b {
+            let (group, k) = place(unit + l * units, b_k_contiguous, tile_n, step);
+            next_b[l] = fetch::<F, NB>(b, b_base, col0, k0 + step, n, depth, b_rs, b_ks, group, k);
+        }
+        let (this_a, this_b) = (this * stage_a_len, this * stage_b_len);
+        #[unroll]
+        for k in 0..step {
+            let (at_a, at_b) = (this_a + k * row_a, this_b + k * row_b);
+            let a0 = stage_a[at_a + slot(k, ty, swizzle)];
+            let a1 = stage_a[at_a + slot(k, side_m + ty, swizzle)];
+            let b0 = stage_b[at_b + slot(k, tx, swizzle)];
+            let b1 = stage_b[at_b + slot(k, side_n + tx, swizzle)];
             #[unroll]
             for i in 0usize..4 {
                 let (x0, x1) = (Four::new(a0[i]), Four::new(a1[i]));
@@ -226,12 +277,20 @@ pub fn product_kernel<F: Float, NA: Size, NB: Size, NC: Size>(
             }
         }
         // The other stage was last read before the previous synchronization.
-        let other = STAGE - this;
-        stage_a[other + a_at] = next_a;
-        stage_b[other + b_at] = next_b;
+        let other = 1 - this;
+        #[unroll]
+        for l in 0..loads_a {
+            let (group, k) = place(unit + l * units, a_k_contiguous, tile_m, step);
+            stage_a[other * stage_a_len + k * row_a + slot(k, group, swizzle)] = next_a[l];
+        }
+        #[unroll]
+        for l in 0..loads_b {
+            let (group, k) = place(unit + l * units, b_k_contiguous, tile_n, step);
+            stage_b[other * stage_b_len + k * row_b + slot(k, group, swizzle)] = next_b[l];
+        }
         sync_cube();
         this = other;
-        k0 += DEPTH;
+        k0 += step;
     }
 
     let (c_rs, c_cs) = (c.stride(axis), c.stride(next));
@@ -239,11 +298,11 @@ pub fn product_kernel<F: Float, NA: Size, NB: Size, NC: Size>(
     for h in 0usize..2 {
         #[unroll]
         for i in 0usize..4 {
-            let row = row0 + TILE / 2 * h + 4 * ty + i;
+            let row = row0 + comptime![tile_m / 2] * h + 4 * ty + i;
             #[unroll]
             for g in 0usize..2 {
                 let four = acc[(4 * h + i) * 2 + g];
-                let col = col0 + TILE / 2 * g + 4 * tx;
+                let col = col0 + comptime![tile_n / 2] * g + 4 * tx;
                 comptime![assert!(c.vector_size() == 1 || c.vector_size() == 4)];
                 if comptime![c.vector_size() == 4] {
                     // `n` is a multiple of 4 and `c`'s rows are contiguous: one 128-bit write.
@@ -279,8 +338,8 @@ fn unit_axis<R: CubeRuntime>(x: &CubeTensor<R>) -> Option<bool> {
 
 /// `a·b` by [`product_kernel`]: `[m, k]·[k, n]`, `[s, m, k]·[s, k, n]` or `[s, h, m, k]·[s, h,
 /// k, n]` (either operand may have one entry along a batch axis); operands in the same float
-/// type.
-pub(super) fn product<R: CubeRuntime>(a: CubeTensor<R>, b: CubeTensor<R>) -> CubeTensor<R> {
+/// type; each cube computes a `tile`.
+pub(super) fn product<R: CubeRuntime>(a: CubeTensor<R>, b: CubeTensor<R>, tile: ProductTile) -> CubeTensor<R> {
     let (a, a_k) = contiguous_along_one_axis(a);
     let (b, b_n) = contiguous_along_one_axis(b);
     let (sa, sb) = (a.shape(), b.shape());
@@ -297,17 +356,30 @@ pub(super) fn product<R: CubeRuntime>(a: CubeTensor<R>, b: CubeTensor<R>) -> Cub
     let (m, n) = (sa[rank - 2], sb[rank - 1]);
     let batch: usize = batch_dims.iter().product();
     let out = empty(&a, Shape::from([batch_dims, vec![m, n]].concat()));
-    let count = CubeCount::Static(n.div_ceil(TILE) as u32, m.div_ceil(TILE) as u32, batch as u32);
+    assert!(ProductTile::ALL.contains(&tile), "product tile {tile:?} is not one the kernel takes");
+    // A launch past the device's shared memory fails without a word, leaving `out` unwritten.
+    let limit = a.client.properties().hardware.max_shared_memory_size;
+    assert!(
+        tile.shared_bytes() <= limit,
+        "ATTEND_GPU_TILE={}: the product kernel needs {} bytes of shared memory, this device gives {limit}",
+        tile.name(),
+        tile.shared_bytes()
+    );
+    let count = CubeCount::Static(n.div_ceil(tile.cols) as u32, m.div_ceil(tile.rows) as u32, batch as u32);
     let dtype = a.dtype.into();
     // `A`'s rows are its second-last axis, `B`'s and `C`'s columns their last.
     let (va, vb, vc) =
         (vectors_of_four_rows(&a, false), vectors_of_four_rows(&b, true), vectors_of_four_rows(&out, true));
     #[cfg(test)]
+    {
+        *LAST_TILE.lock().unwrap() = Some(tile);
+    }
+    #[cfg(test)]
     VECTORS.fetch_add([va, vb, vc].iter().filter(|&&v| v == 4).count(), std::sync::atomic::Ordering::Relaxed);
     // SAFETY: every read of an operand is guarded by its rows and depth, every write of `out`
-    // by its rows and columns (`load`, the final loop), the shapes match (asserted above) and
+    // by its rows and columns (`load`, `fetch`, the final loop), the tile is one the kernel takes (asserted: whole warps, whole loads), the shapes match (asserted above) and
     // the position along each batch axis is below `out`'s size there and each operand's (or
-    // the operand has one entry there: `CUBE_POS_Z` counts `out`'s batch entries); shared memory is indexed below its size (`2·STAGE`); the loop over `k` ends. A
+    // the operand has one entry there: `CUBE_POS_Z` counts `out`'s batch entries); shared memory is indexed below its size (two stages of `step` rows); the loop over `k` ends. A
     // vector of four is read or written only where `vectors_of_four_rows` found the rows
     // contiguous and every offset a multiple of four, so that it starts at a multiple of four
     // and lies wholly inside or wholly outside the guarded rows and columns.
@@ -315,7 +387,7 @@ pub(super) fn product<R: CubeRuntime>(a: CubeTensor<R>, b: CubeTensor<R>) -> Cub
         product_kernel::launch_unchecked::<R>(
             &a.client.clone(),
             count,
-            CubeDim::new_1d(UNITS),
+            CubeDim::new_1d(tile.units() as u32),
             va,
             vb,
             vc,
@@ -326,11 +398,18 @@ pub(super) fn product<R: CubeRuntime>(a: CubeTensor<R>, b: CubeTensor<R>) -> Cub
             a_k,
             // `B`'s `k` is its second-last axis: contiguous when its last axis is not.
             !b_n,
+            tile.rows,
+            tile.cols,
+            tile.depth,
             dtype,
         );
     }
     out
 }
+
+/// The tile of the kernel's last launch (tests only).
+#[cfg(test)]
+pub(super) static LAST_TILE: std::sync::Mutex<Option<ProductTile>> = std::sync::Mutex::new(None);
 
 /// Operands and outputs the kernel has read or written as vectors of four rows (tests only).
 #[cfg(test)]

@@ -112,6 +112,43 @@ fn merged_projections_on_wgpu_equal_three_products_on_cpu() {
     }
 }
 
+/// `a·b` on `B` by [`crate::fused::products::product`], the operands given as `[.., k, m]` / `[.., n, k]` and
+/// transposed where `a_t` / `b_t` say.
+fn run<B: burn::tensor::backend::Backend, const R: usize>(
+    a: &TensorData,
+    b: &TensorData,
+    (a_t, b_t): (bool, bool),
+    ours: bool,
+) -> Vec<f32> {
+    let device = Default::default();
+    let (a, b) = (Tensor::<B, R>::from_data(a.clone(), &device), Tensor::<B, R>::from_data(b.clone(), &device));
+    let a = if a_t { a.swap_dims(R - 2, R - 1) } else { a };
+    let b = if b_t { b.swap_dims(R - 2, R - 1) } else { b };
+    if ours {
+        data(crate::fused::products::product(a, b))
+    } else {
+        data(a.matmul(b))
+    }
+}
+
+/// The operands of `[batch_a or batch_b, m, k]·[.., k, n]`, stored as `run` reads them.
+fn operands<const R: usize>(dims: [[usize; R]; 2], seed: u64) -> (TensorData, TensorData) {
+    let make = |shape: [usize; R], s| TensorData::new(values(shape.iter().product(), s, 1.0), shape);
+    (make(dims[0], seed), make(dims[1], seed + 1))
+}
+
+/// `a·b` by our kernel on wgpu, fused and unfused, against Burn's on the CPU.
+fn check<const R: usize>(name: &str, a: [usize; R], b: [usize; R], layout: (bool, bool)) {
+    let (da, db) = operands([a, b], 11);
+    let reference = run::<burn_ndarray::NdArray<f32>, R>(&da, &db, layout, false);
+    for (backend, ours) in [
+        ("wgpu", run::<burn_wgpu::Wgpu, R>(&da, &db, layout, true)),
+        ("wgpu-unfused", run::<WgpuUnfused, R>(&da, &db, layout, true)),
+    ] {
+        close(&ours, &reference, 1e-5, &format!("{backend} {name} {layout:?}"));
+    }
+}
+
 /// Our product kernel (`ATTEND_GPU_MATMUL`) on wgpu, fused and unfused, against Burn's
 /// product on the CPU: shapes that end partway through a 128 × 128 tile and an 8-deep step,
 /// each operand plain or a transposed view (the kernel reads both through their strides), a
@@ -120,46 +157,8 @@ fn merged_projections_on_wgpu_equal_three_products_on_cpu() {
 /// (read element by element) and sizes that are (contiguous rows read four at a time).
 #[test]
 fn our_product_kernel_on_wgpu_equals_cpu_products_for_every_layout_and_ragged_shape() {
-    use crate::fused::products::{product, CHOICE};
+    use crate::fused::products::CHOICE;
     use crate::fused::GpuProducts;
-    use burn::tensor::backend::Backend;
-    use burn_ndarray::NdArray;
-
-    /// `a·b` on `B` by [`product`], the operands given as `[.., k, m]` / `[.., n, k]` and
-    /// transposed where `a_t` / `b_t` say.
-    fn run<B: Backend, const R: usize>(
-        a: &TensorData,
-        b: &TensorData,
-        (a_t, b_t): (bool, bool),
-        ours: bool,
-    ) -> Vec<f32> {
-        let device = Default::default();
-        let (a, b) = (Tensor::<B, R>::from_data(a.clone(), &device), Tensor::<B, R>::from_data(b.clone(), &device));
-        let a = if a_t { a.swap_dims(R - 2, R - 1) } else { a };
-        let b = if b_t { b.swap_dims(R - 2, R - 1) } else { b };
-        if ours {
-            data(product(a, b))
-        } else {
-            data(a.matmul(b))
-        }
-    }
-
-    /// The operands of `[batch_a or batch_b, m, k]·[.., k, n]`, stored as `run` reads them.
-    fn operands<const R: usize>(dims: [[usize; R]; 2], seed: u64) -> (TensorData, TensorData) {
-        let make = |shape: [usize; R], s| TensorData::new(values(shape.iter().product(), s, 1.0), shape);
-        (make(dims[0], seed), make(dims[1], seed + 1))
-    }
-
-    fn check<const R: usize>(name: &str, a: [usize; R], b: [usize; R], layout: (bool, bool)) {
-        let (da, db) = operands([a, b], 11);
-        let reference = run::<NdArray<f32>, R>(&da, &db, layout, false);
-        for (backend, ours) in [
-            ("wgpu", run::<burn_wgpu::Wgpu, R>(&da, &db, layout, true)),
-            ("wgpu-unfused", run::<WgpuUnfused, R>(&da, &db, layout, true)),
-        ] {
-            close(&ours, &reference, 1e-5, &format!("{backend} {name} {layout:?}"));
-        }
-    }
 
     let _turn = super::tests::serial();
     CHOICE.with(|p| p.set(Some(GpuProducts::Ours)));
@@ -199,6 +198,57 @@ fn our_product_kernel_on_wgpu_equals_cpu_products_for_every_layout_and_ragged_sh
     let vectors = super::product::VECTORS.load(Ordering::Relaxed) - vectors;
     CHOICE.with(|p| p.set(None));
     assert_eq!(vectors, expected, "operands and outputs read or written as vectors of four");
+}
+
+/// Every tile `ATTEND_GPU_TILE` takes computes what Burn's products compute: shapes that end
+/// partway through a tile's rows and columns and through a 16-deep step after more than one
+/// step, each operand plain or transposed, two batch axes with an operand shared, sizes of four
+/// (read and written as vectors); and burn-fusion's product operation, which runs when the
+/// stream is flushed, runs under the tile in force when it was registered, not the one at
+/// the flush; `auto` takes the narrow tile for at most 64 columns.
+#[test]
+fn every_product_tile_on_wgpu_equals_cpu_products_fusion_keeps_the_registered_tile_and_auto_narrows_64_columns() {
+    use crate::fused::products::CHOICE;
+    use crate::fused::{with_product_tile, GpuProducts, ProductTile, TileChoice};
+
+    let _turn = super::tests::serial();
+    CHOICE.with(|p| p.set(Some(GpuProducts::Ours)));
+    let (m, k, n) = (130, 37, 69);
+    for tile in ProductTile::ALL {
+        let name = tile.name();
+        with_product_tile(TileChoice::Fixed(tile), || {
+            for (a_t, b_t) in [(false, false), (true, false), (false, true), (true, true)] {
+                let a = if a_t { [k, m] } else { [m, k] };
+                let b = if b_t { [n, k] } else { [k, n] };
+                check(&format!("{name} 2-d"), a, b, (a_t, b_t));
+            }
+            check(&format!("{name} two batch axes, b shared"), [2, 3, 70, k], [2, 1, k, 66], (false, false));
+            check(&format!("{name} sizes of four"), [k, 132], [k, 68], (true, false));
+            assert_eq!(*super::product::LAST_TILE.lock().unwrap(), Some(tile), "{name} ran");
+        });
+    }
+
+    let (da, db) = operands([[m, k], [k, n]], 5);
+    let reference = run::<burn_ndarray::NdArray<f32>, 2>(&da, &db, (false, false), false);
+    let narrow = ProductTile { rows: 128, cols: 64, depth: 16 };
+    let device = Default::default();
+    let c = with_product_tile(TileChoice::Fixed(narrow), || {
+        let a = Tensor::<burn_wgpu::Wgpu, 2>::from_data(da, &device);
+        let b = Tensor::<burn_wgpu::Wgpu, 2>::from_data(db, &device);
+        crate::fused::products::product(a, b)
+    });
+    *super::product::LAST_TILE.lock().unwrap() = None;
+    close(&data(c), &reference, 1e-5, "registered under 128x64x16, flushed after");
+    assert_eq!(*super::product::LAST_TILE.lock().unwrap(), Some(narrow), "the tile at registration");
+
+    // `auto`: the narrow tile for at most 64 columns (attention's context), else the default.
+    for (cols, tile) in [(64, ProductTile::NARROW), (65, ProductTile::DEFAULT)] {
+        with_product_tile(TileChoice::Auto, || {
+            check(&format!("auto, {cols} columns"), [m, k], [k, cols], (false, false))
+        });
+        assert_eq!(*super::product::LAST_TILE.lock().unwrap(), Some(tile), "auto at {cols} columns");
+    }
+    CHOICE.with(|p| p.set(None));
 }
 
 /// A linear map's value and gradients (input, weight) with our product kernel on wgpu equal

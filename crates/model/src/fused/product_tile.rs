@@ -1,0 +1,202 @@
+//! The tile our GPU product kernel (`fused/cube/product.rs`) gives each cube, by the
+//! environment variable `ATTEND_GPU_TILE`: `auto` (the default), or `ROWSxCOLSxDEPTH` for
+//! every product: the rows and columns of `C` a cube computes (64 or 128 each) and the step
+//! along `k` (8 or 16). Every unit keeps an 8 × 8 block of `C` in registers, so a 128 × 128
+//! tile takes 256 units, 128 × 64 and 64 × 128 take 128, 64 × 64 takes 64.
+//!
+//! `auto` takes `128x128x8`, the form measured on an H200 (docs/benchmarks.md, "Our product
+//! kernel on the H200"), except for products of at most 64 columns, which take `128x64x8`:
+//! attention's context product `P·V` and three of its gradients (`[256 × 256]·[256 × 64]` a
+//! head in nanoGPT's GPU configuration) filled half of a 128-wide tile, so that half the
+//! kernel's multiply-adds were of zeros. The other tiles are there to be timed against these
+//! on a GPU (`cargo xtask bench products` times every tile): a deeper step halves the
+//! synchronizations of a long `k`, a smaller tile gives a small product more cubes.
+
+use std::cell::Cell;
+use std::sync::OnceLock;
+
+/// A cube's tile of `C` and its step along `k`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ProductTile {
+    /// Rows of `C` per cube: 64 or 128.
+    pub rows: usize,
+    /// Columns of `C` per cube: 64 or 128.
+    pub cols: usize,
+    /// Elements of `k` per step: 8 or 16.
+    pub depth: usize,
+}
+
+impl ProductTile {
+    /// `128x128x8`: the tile measured on the H200, `auto`'s for products of more than 64
+    /// columns.
+    pub const DEFAULT: ProductTile = ProductTile { rows: 128, cols: 128, depth: 8 };
+
+    /// `128x64x8`: `auto`'s for products of at most 64 columns.
+    pub const NARROW: ProductTile = ProductTile { rows: 128, cols: 64, depth: 8 };
+
+    /// Every tile the kernel takes, the default first.
+    pub const ALL: [ProductTile; 8] = [
+        ProductTile::DEFAULT,
+        ProductTile { rows: 128, cols: 128, depth: 16 },
+        ProductTile::NARROW,
+        ProductTile { rows: 128, cols: 64, depth: 16 },
+        ProductTile { rows: 64, cols: 128, depth: 8 },
+        ProductTile { rows: 64, cols: 128, depth: 16 },
+        ProductTile { rows: 64, cols: 64, depth: 8 },
+        ProductTile { rows: 64, cols: 64, depth: 16 },
+    ];
+
+    /// Units per cube: one per 8 × 8 block of the tile.
+    pub fn units(self) -> usize {
+        self.rows * self.cols / 64
+    }
+
+    /// Bytes of shared memory a cube stages its operands in: two stages of `depth` rows of
+    /// each operand's side, in vectors of four `f32` (8-deep steps pad each row by one vector;
+    /// 16-deep ones permute instead, so that every tile fits 32 KB).
+    pub fn shared_bytes(self) -> usize {
+        let pad = if self.depth == 8 { 1 } else { 0 };
+        2 * self.depth * (self.rows / 4 + pad + self.cols / 4 + pad) * 16
+    }
+
+    /// Its spelling in `ATTEND_GPU_TILE` and in the benchmark's output, `ROWSxCOLSxDEPTH`.
+    pub fn name(self) -> String {
+        format!("{}x{}x{}", self.rows, self.cols, self.depth)
+    }
+}
+
+/// The setting of `ATTEND_GPU_TILE`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TileChoice {
+    /// `auto` (the default): [`ProductTile::NARROW`] for products of at most 64 columns,
+    /// [`ProductTile::DEFAULT`] for the others.
+    Auto,
+    /// One tile for every product.
+    Fixed(ProductTile),
+}
+
+impl TileChoice {
+    /// The tile a product of `cols` columns takes.
+    pub fn for_columns(self, cols: usize) -> ProductTile {
+        match self {
+            TileChoice::Fixed(tile) => tile,
+            TileChoice::Auto if cols <= 64 => ProductTile::NARROW,
+            TileChoice::Auto => ProductTile::DEFAULT,
+        }
+    }
+
+    /// Its spelling in `ATTEND_GPU_TILE` and in the benchmark's output.
+    pub fn name(self) -> String {
+        match self {
+            TileChoice::Auto => "auto".to_string(),
+            TileChoice::Fixed(tile) => tile.name(),
+        }
+    }
+}
+
+/// The values `ATTEND_GPU_TILE` takes, for its errors.
+fn expected() -> String {
+    let names: Vec<String> = ProductTile::ALL.iter().map(|t| t.name()).collect();
+    format!("auto (the default) or one of {}", names.join(", "))
+}
+
+/// A value of `ATTEND_GPU_TILE`: `auto` (or empty), or one of [`ProductTile::ALL`]'s names;
+/// anything else is an error that names the variable and the values it takes.
+pub fn parse_product_tile(value: &str) -> Result<TileChoice, String> {
+    let value = value.trim();
+    if value.is_empty() || value == "auto" {
+        return Ok(TileChoice::Auto);
+    }
+    ProductTile::ALL
+        .into_iter()
+        .find(|t| t.name() == value)
+        .map(TileChoice::Fixed)
+        .ok_or_else(|| format!("ATTEND_GPU_TILE = {value:?}: expected {}", expected()))
+}
+
+/// `ATTEND_GPU_TILE` read: unset, or a value [`parse_product_tile`] takes.
+pub fn product_tile_from_env() -> Result<TileChoice, String> {
+    crate::env_switch::read("ATTEND_GPU_TILE", TileChoice::Auto, &expected(), parse_product_tile)
+}
+
+thread_local! {
+    /// The choice on this thread (`None`: the environment's), set by [`with_product_tile`].
+    static CHOICE: Cell<Option<TileChoice>> = const { Cell::new(None) };
+}
+
+/// The choice in force on this thread: [`with_product_tile`]'s, else the environment's, read
+/// once (a value the runner would refuse counts as `auto` here; `xtask` checks it before a
+/// run).
+pub fn product_tile() -> TileChoice {
+    static ENV: OnceLock<TileChoice> = OnceLock::new();
+    if let Some(choice) = CHOICE.with(|t| t.get()) {
+        return choice;
+    }
+    *ENV.get_or_init(|| product_tile_from_env().unwrap_or(TileChoice::Auto))
+}
+
+/// Runs `work` with `choice` in force on this thread, whatever `ATTEND_GPU_TILE` says (the
+/// product benchmark times every tile in one process; burn-fusion's product operation runs
+/// its kernel under the choice in force when it was registered); the setting before is
+/// restored after.
+pub fn with_product_tile<T>(choice: TileChoice, work: impl FnOnce() -> T) -> T {
+    let before = CHOICE.with(|t| t.replace(Some(choice)));
+    let out = work();
+    CHOICE.with(|t| t.set(before));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn product_tile_setting_takes_auto_and_every_tile_by_name_and_names_the_variable_on_anything_else() {
+        assert_eq!(parse_product_tile(""), Ok(TileChoice::Auto));
+        assert_eq!(parse_product_tile("auto"), Ok(TileChoice::Auto));
+        for tile in ProductTile::ALL {
+            assert_eq!(parse_product_tile(&format!(" {} ", tile.name())), Ok(TileChoice::Fixed(tile)));
+        }
+        assert_eq!(ProductTile::DEFAULT.name(), "128x128x8");
+        for wrong in ["128x128", "32x32x8", "128x128x4", "big"] {
+            let error = parse_product_tile(wrong).unwrap_err();
+            assert!(
+                error.contains("ATTEND_GPU_TILE") && error.contains("128x64x16") && error.contains(wrong),
+                "{error}"
+            );
+        }
+    }
+
+    #[test]
+    fn with_product_tile_sets_the_choice_for_its_work_and_restores_the_one_before() {
+        let initial = product_tile();
+        let (narrow, deep) = (TileChoice::Fixed(ProductTile::NARROW), TileChoice::Auto);
+        let inner =
+            with_product_tile(narrow, || (product_tile(), with_product_tile(deep, product_tile), product_tile()));
+        assert_eq!(inner, (narrow, deep, narrow));
+        assert_eq!(product_tile(), initial);
+    }
+
+    #[test]
+    fn auto_takes_the_narrow_tile_for_at_most_64_columns_and_a_fixed_tile_takes_every_product() {
+        assert_eq!(TileChoice::Auto.for_columns(64), ProductTile::NARROW);
+        assert_eq!(TileChoice::Auto.for_columns(1), ProductTile::NARROW);
+        assert_eq!(TileChoice::Auto.for_columns(65), ProductTile::DEFAULT);
+        let deep = ProductTile::ALL[1];
+        assert_eq!(TileChoice::Fixed(deep).for_columns(64), deep);
+        assert_eq!(TileChoice::Fixed(deep).for_columns(1152), deep);
+    }
+
+    #[test]
+    fn every_tile_has_whole_warps_whole_loads_and_fits_32_kb_of_shared_memory() {
+        for t in ProductTile::ALL {
+            // Warps of 4 × 8 units; each unit loads whole vectors of four of both operands.
+            assert_eq!(t.units() % 32, 0, "{t:?}");
+            assert!(t.cols / 8 >= 8 && t.rows / 8 >= 4, "{t:?}");
+            assert_eq!((t.depth * t.rows / 4) % t.units(), 0, "{t:?}");
+            assert_eq!((t.depth * t.cols / 4) % t.units(), 0, "{t:?}");
+            // lavapipe's limit; NVIDIA's Vulkan drivers give 48 KB.
+            assert!(t.shared_bytes() <= 32 * 1024, "{t:?}: {} bytes", t.shared_bytes());
+        }
+    }
+}
