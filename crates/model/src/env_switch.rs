@@ -1,6 +1,6 @@
 //! The model's switches read from the environment (`ATTEND_GPU_KERNELS`, `ATTEND_GPU_MATMUL`,
-//! `ATTEND_QKV`): each a few spellings, unset or empty meaning the default; anything else is
-//! an error that names the variable and the values it takes.
+//! `ATTEND_GPU_TILE`, `ATTEND_QKV`): each a few spellings, unset or empty meaning the default;
+//! anything else is an error that names the variable and the values it takes.
 
 /// `value` (trimmed) looked up among `choices`' spellings; an error naming `name` and
 /// `expected` where none matches.
