@@ -88,9 +88,9 @@ fn place(
 /// Where in its staged row of shared memory the vector `v` at `k` goes: `v` itself, or with
 /// `swizzle` `v` with its three low bits exclusive-or'd with `k`'s (a permutation within each
 /// aligned run of 8 vectors, 128 bytes: the rows are multiples of 8 vectors long). Eight
-/// consecutive `k` of one row group then land in eight different 16-byte columns of the banks,
-/// and a warp's reads at one `k` (4 or 8 consecutive vectors, offset by a multiple of 8) stay
-/// as distinct as they were.
+/// consecutive `k` of one row group then land in eight different 16-byte columns of the banks;
+/// a warp's reads of `B` at one `k` (8 consecutive vectors from a multiple of 8) stay 8
+/// distinct columns, and its reads of `A` stay one vector per eight units.
 #[cube]
 fn slot(k: usize, v: usize, #[comptime] swizzle: bool) -> usize {
     let mut at = v;
@@ -213,8 +213,9 @@ pub fn product_kernel<F: Float, NA: Size, NB: Size, NC: Size>(
     let col0 = CUBE_POS_X as usize * tile_n;
     let unit = UNIT_POS_X as usize;
     // A warp (32 units) takes 4 `ty` by 8 `tx`: its reads of a step's two vectors of `A` are
-    // 4 distinct words of 16 bytes (64 bytes), of `B` 8 (128 bytes), one pass of shared
-    // memory's 128 bytes each, where 2 × 16 would take one and two.
+    // 4 distinct words of 16 bytes (64 bytes), of `B` 8 (128 bytes), without conflicts (each
+    // eight units of a 128-bit read are one `ty` and 8 consecutive `tx`), where 2 × 16 would
+    // read 32 and 256 distinct bytes.
     let (warp, lane) = (unit / 32, unit % 32);
     let ty = (warp / warps_n) * 4 + lane / 8;
     let tx = (warp % warps_n) * 8 + lane % 8;
@@ -361,7 +362,7 @@ pub(super) fn product<R: CubeRuntime>(a: CubeTensor<R>, b: CubeTensor<R>, tile: 
     let limit = a.client.properties().hardware.max_shared_memory_size;
     assert!(
         tile.shared_bytes() <= limit,
-        "ATTEND_GPU_TILE={}: the product kernel needs {} bytes of shared memory, this device gives {limit}",
+        "the product kernel's tile {} (ATTEND_GPU_TILE) needs {} bytes of shared memory, this device gives {limit}",
         tile.name(),
         tile.shared_bytes()
     );

@@ -2,8 +2,9 @@
 //! slices, on the fused and the unfused backend: the token lookup's gradient as a one-hot
 //! product against Burn's `select_add` on the CPU, self-attention's merged projections
 //! against three products on the CPU, and our product kernel (`ATTEND_GPU_MATMUL`)
-//! against the CPU's products for every layout and ragged shapes, with a linear map's values
-//! and gradients through it.
+//! against the CPU's products for every layout and ragged shapes, under every tile of
+//! `ATTEND_GPU_TILE`, with a linear map's values and gradients through it. Every test that
+//! runs our kernel takes the module's turn (`serial`): some count its launches and tiles.
 
 use burn::backend::Autodiff;
 use burn::tensor::backend::AutodiffBackend;
@@ -42,6 +43,8 @@ fn lookup_grad<B: AutodiffBackend>(
 
 #[test]
 fn lookup_gradient_as_sliced_one_hot_product_on_wgpu_equals_select_add_on_cpu() {
+    // Our kernel runs here: the tests that count its launches and tiles must not see it.
+    let _turn = super::tests::serial();
     type Cpu = Autodiff<burn_ndarray::NdArray<f32>>;
     let (y_ref, g_ref) = lookup_grad::<Cpu>(burn::tensor::module::embedding, DType::F32);
     assert!(g_ref[(V - 1) * D..].iter().all(|&g| g == 0.0) && g_ref.iter().any(|&g| g != 0.0));
@@ -73,6 +76,7 @@ fn lookup_gradient_as_sliced_one_hot_product_on_wgpu_equals_select_add_on_cpu() 
 /// `ATTEND_QKV=merged` merges on a GPU; the weight gradient is then cut into slices of rows).
 #[test]
 fn merged_projections_on_wgpu_equal_three_products_on_cpu() {
+    let _turn = super::tests::serial();
     use crate::attention::MultiHeadAttention;
     use crate::config::ModelConfig;
     use crate::projections::tests::{projected, worst_difference};
