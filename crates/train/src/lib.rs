@@ -33,6 +33,7 @@ pub mod metrics_log;
 pub mod mlm_eval;
 pub mod mt_eval;
 pub mod objective;
+pub mod one_pass_adam;
 pub mod optimizer;
 pub mod parallel;
 pub mod pictures;

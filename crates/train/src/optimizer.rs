@@ -10,6 +10,8 @@
 //!   [`GroupedAdamW`] is that AdamW, each parameter's update one pass
 //!   ([`attend_model::fused::adamw`]) with Burn's `AdamWState` as its saved state; on the GPU
 //!   backends all parameters' updates are one operation ([`crate::batched_adamw`]);
+//! - Adam's update of each parameter one pass on the CPU ([`OnePassAdam`]), with Burn's bits
+//!   and Burn's `AdamState` as its saved state;
 //! - **averaged SGD** ([`crate::asgd`]): SGD steps plus the running mean of the iterates.
 
 use attend_model::fused;
@@ -17,7 +19,7 @@ use burn::module::AutodiffModule;
 use burn::optim::adaptor::OptimizerAdaptor;
 use burn::optim::decay::WeightDecayConfig;
 use burn::optim::momentum::MomentumConfig;
-use burn::optim::{Adam, AdamConfig, GradientsParams, Optimizer, Sgd, SgdConfig};
+use burn::optim::{GradientsParams, Optimizer, Sgd, SgdConfig};
 use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder, Recorder, RecorderError};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::Tensor;
@@ -26,10 +28,12 @@ use crate::asgd::IterateMean;
 use crate::clip::scale_gradients;
 use crate::config::{OptimizerKind, TrainConfig};
 pub use crate::grouped_adamw::{GradScale, GroupedAdamW};
+pub use crate::one_pass_adam::OnePassAdam;
 
 /// One of the optimizers, chosen by `train.optimizer`.
 pub enum Optim<B: AutodiffBackend, M: AutodiffModule<B>> {
-    Adam(OptimizerAdaptor<Adam, M, B>),
+    /// Burn's Adam, each update one pass on the CPU (its bits and its state).
+    Adam(OptimizerAdaptor<OnePassAdam, M, B>),
     /// AdamW, and the cell through which a step hands it clipping's factor.
     AdamW(OptimizerAdaptor<GroupedAdamW<B::InnerBackend>, M, B>, GradScale<B::InnerBackend>),
     Sgd(OptimizerAdaptor<Sgd<B::InnerBackend>, M, B>),
@@ -41,14 +45,12 @@ impl<B: AutodiffBackend, M: AutodiffModule<B>> Optim<B, M> {
     pub fn new(c: &TrainConfig) -> Self {
         let decay = (c.weight_decay > 0.0).then(|| WeightDecayConfig::new(c.weight_decay as f32));
         match c.optimizer {
-            OptimizerKind::Adam => Optim::Adam(
-                AdamConfig::new()
-                    .with_beta_1(c.beta1 as f32)
-                    .with_beta_2(c.beta2 as f32)
-                    .with_epsilon(c.eps as f32)
-                    .with_weight_decay(decay)
-                    .init(),
-            ),
+            OptimizerKind::Adam => Optim::Adam(OptimizerAdaptor::from(OnePassAdam::new(
+                c.beta1 as f32,
+                c.beta2 as f32,
+                c.eps as f32,
+                decay.as_ref(),
+            ))),
             OptimizerKind::Adamw => {
                 let grad_scale = GradScale::default();
                 let adamw = GroupedAdamW {

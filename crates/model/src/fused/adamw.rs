@@ -95,6 +95,49 @@ pub fn adamw<B: Backend, const D: usize>(
     }
 }
 
+/// One update of Burn's `Adam` (Kingma & Ba with Burn's arrangement of the bias corrections;
+/// any L2 penalty already added to `grad`): the moments as [`adamw`]'s, then
+/// `θ ← θ − lr · (m·√c₂/c₁) / (√v + ε·√c₂)` with `c₁ = 1 − β₁ᵗ`, `c₂ = 1 − β₂ᵗ`, in one pass on
+/// the CPU and in Burn's operations elsewhere ([`composed_adam`]): the bits of Burn's `Adam`
+/// either way (tested). `step.decay` must be 1.
+pub fn adam<B: Backend, const D: usize>(
+    param: Tensor<B, D>,
+    grad: Tensor<B, D>,
+    moments: Option<(Tensor<B, D>, Tensor<B, D>)>,
+    step: AdamWStep,
+) -> [Tensor<B, D>; 3] {
+    assert_eq!(step.decay, 1.0, "Adam: no decoupled decay");
+    if is::<B, NdArray<f32>>() {
+        let raw = |t: Tensor<B, D>| same::<Tensor<B, D>, Tensor<NdArray<f32>, D>>(t).into_primitive().tensor();
+        let out =
+            run_cpu(raw(param), raw(grad), moments.map(|(m, v)| [raw(m), raw(v)]), 1.0, Coefficients::adam(&step));
+        out.map(|t| same(Tensor::<NdArray<f32>, D>::from_primitive(TensorPrimitive::Float(t))))
+    } else {
+        composed_adam(param, grad, moments, step)
+    }
+}
+
+/// [`adam`] in Burn's tensor operations, as Burn's `Adam` computes it.
+pub fn composed_adam<B: Backend, const D: usize>(
+    param: Tensor<B, D>,
+    grad: Tensor<B, D>,
+    moments: Option<(Tensor<B, D>, Tensor<B, D>)>,
+    s: AdamWStep,
+) -> [Tensor<B, D>; 3] {
+    let (f1, f2) = (1.0 - s.beta_1, 1.0 - s.beta_2);
+    let (m, v) = match moments {
+        Some((m, v)) => (
+            m.mul_scalar(s.beta_1).add(grad.clone().mul_scalar(f1)),
+            v.mul_scalar(s.beta_2).add(grad.square().mul_scalar(f2)),
+        ),
+        None => (grad.clone().mul_scalar(f1), grad.square().mul_scalar(f2)),
+    };
+    let c2_sqrt = (1.0 - s.beta_2.powi(s.time)).sqrt();
+    let factor = c2_sqrt / (1.0 - s.beta_1.powi(s.time));
+    let update = m.clone().mul_scalar(factor).div(v.clone().sqrt().add_scalar(s.epsilon * c2_sqrt));
+    [param - update.mul_scalar(s.lr), m, v]
+}
+
 /// [`adamw`] through `F`'s [`FusedOps::fused_adamw`] (`F` is `B`).
 fn adamw_on<B: Backend, F: FusedOps, const D: usize>(
     param: Tensor<B, D>,
@@ -121,7 +164,11 @@ pub fn cpu(param: T, grad: T, moments: Option<[T; 2]>, scale: Option<T>, s: Adam
         assert_eq!(v.len(), 1, "AdamW: the gradient's scale has one element");
         v[0]
     });
-    let k = Coefficients::new(&s);
+    run_cpu(param, grad, moments, scale, Coefficients::new(&s))
+}
+
+/// The CPU's update with the coefficients `k` (AdamW's or Adam's form).
+fn run_cpu(param: T, grad: T, moments: Option<[T; 2]>, scale: f32, k: Coefficients) -> [T; 3] {
     match moments {
         Some([m, v]) if super::cpu::writable(&param) && super::cpu::writable(&m) && super::cpu::writable(&v) => {
             in_place([param, m, v], grad, scale, k)
@@ -225,6 +272,9 @@ pub(crate) struct Coefficients {
     pub(crate) lr: f32,
     pub(crate) decay: f32,
     pub(crate) exempt: bool,
+    /// Burn's `Adam` form ([`adam`]) instead of AdamW's, with its factor `√c₂/c₁` and its
+    /// `ε·√c₂` (the GPU kernels take AdamW's form only).
+    pub(crate) adam: Option<(f32, f32)>,
 }
 
 impl Coefficients {
@@ -232,7 +282,14 @@ impl Coefficients {
         let (b1, b2) = (s.beta_1, s.beta_2);
         let (c1, c2) = (1f32 - b1.powi(s.time), 1f32 - b2.powi(s.time));
         let (eps, lr, decay, exempt) = (s.epsilon, s.lr as f32, s.decay as f32, s.decay == 1.0);
-        Coefficients { b1, b2, f1: 1.0 - b1, f2: 1.0 - b2, c1, c2, eps, lr, decay, exempt }
+        Coefficients { b1, b2, f1: 1.0 - b1, f2: 1.0 - b2, c1, c2, eps, lr, decay, exempt, adam: None }
+    }
+
+    /// Burn's `Adam`'s coefficients, computed as it computes them.
+    fn adam(s: &AdamWStep) -> Coefficients {
+        let c2_sqrt = (1.0 - s.beta_2.powi(s.time)).sqrt();
+        let factor = c2_sqrt / (1.0 - s.beta_1.powi(s.time));
+        Coefficients { adam: Some((factor, s.epsilon * c2_sqrt)), ..Coefficients::new(s) }
     }
 
     /// The moments after gradient `g`: `β₁·m + (1 − β₁)·g`, `β₂·v + (1 − β₂)·g²`.
@@ -247,9 +304,13 @@ impl Coefficients {
         (g * self.f1, g * g * self.f2)
     }
 
-    /// `θ·decay − lr · m̂ / (√v̂ + ε)` from θ and the new moments.
+    /// `θ·decay − lr · m̂ / (√v̂ + ε)` from θ and the new moments (Adam's form: `θ − lr ·
+    /// (m·√c₂/c₁) / (√v + ε·√c₂)`).
     #[inline(always)]
     fn theta(&self, p: f32, m: f32, v: f32) -> f32 {
+        if let Some((factor, eps)) = self.adam {
+            return p - (m * factor) / (v.sqrt() + eps) * self.lr;
+        }
         let delta = (m / self.c1) / ((v / self.c2).sqrt() + self.eps);
         let theta = if self.exempt { p } else { p * self.decay };
         theta - delta * self.lr
