@@ -64,7 +64,7 @@ impl<B: Backend> SimpleOptimizer<B> for OnePassAdam {
 mod tests {
     use super::*;
     use burn::optim::{AdamConfig, SimpleOptimizer};
-    use burn::tensor::{Distribution, TensorData};
+    use burn::tensor::Distribution;
     use burn_ndarray::NdArray;
 
     type B = NdArray<f32>;
@@ -94,7 +94,7 @@ mod tests {
             for t in 1..=5 {
                 let g: Tensor<B, 2> = Tensor::random([67, 129], Distribution::Normal(0.0, 0.1 * t as f64), &device);
                 let lr = 1e-3 * t as f64;
-                let g2 = Tensor::from_data(TensorData::from(g.to_data()), &device);
+                let g2 = Tensor::from_data(g.to_data(), &device);
                 (p_ref, s_ref) = SimpleOptimizer::<B>::step(&burn, lr, p_ref, g, s_ref);
                 (p, s) = SimpleOptimizer::<B>::step(&ours, lr, p, g2, s);
                 let (r, o): (&AdamState<B, 2>, &AdamState<B, 2>) = (s_ref.as_ref().unwrap(), s.as_ref().unwrap());
