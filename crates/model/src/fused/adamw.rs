@@ -12,6 +12,9 @@
 //! Each element goes through the same f32 operations in the same order as the composed form
 //! ([`composed`], Burn's `AdamW` with the decay multiplied in first), so the two give the same
 //! bits: a run is the same whichever path it takes (tested).
+//!
+//! [`adam`] is Burn's `Adam` the same way, on the CPU: the same moments, then
+//! `θ ← θ − lr · (m·√c₂/c₁) / (√v + ε·√c₂)` as Burn arranges it, with Burn's bits.
 
 use burn::tensor::backend::Backend;
 use burn::tensor::ops::FloatTensor;
