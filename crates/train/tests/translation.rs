@@ -139,7 +139,23 @@ fn eval_scores_a_split_of_a_translation_run_with_bleu_its_signature_and_the_aver
 #[test]
 fn translation_resume_after_a_stop_logs_exactly_what_an_uninterrupted_run_logs() {
     let _turn = serial();
-    let config = tiny(40);
+    resume_logs_what_an_uninterrupted_run_logs(tiny(40));
+}
+
+/// The paper's optimizer, Adam with β₂ = 0.98 and ε = 1e-9 (`OnePassAdam`: Burn's bits, its
+/// state saved in Burn's `AdamState` and read back on resume).
+#[test]
+fn translation_with_the_papers_adam_resumes_exactly() {
+    let _turn = serial();
+    let mut config = tiny(40);
+    config.train.optimizer = attend_train::config::OptimizerKind::Adam;
+    (config.train.beta2, config.train.eps) = (0.98, 1e-9);
+    resume_logs_what_an_uninterrupted_run_logs(config);
+}
+
+/// `config` (40 steps) stopped at step 20 and resumed logs what it logs uninterrupted, and a
+/// finished run resumed again is left alone.
+fn resume_logs_what_an_uninterrupted_run_logs(config: RunConfig) {
     let opts = |dir: &Path, resume| RunOptions { run_dir: dir.to_path_buf(), data_dir: dir.join("x"), resume };
     let straight = tempfile::tempdir().unwrap();
     train_mt::<B>(&config, &opts(straight.path(), false), &Default::default(), &mut Quiet, &AtomicBool::new(false))
