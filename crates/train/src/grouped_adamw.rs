@@ -79,8 +79,7 @@ impl<B: Backend> SimpleOptimizer<B> for GroupedAdamW<B> {
     }
 
     fn to_device<const D: usize>(mut state: Self::State<D>, device: &B::Device) -> Self::State<D> {
-        state.momentum.moment_1 = state.momentum.moment_1.to_device(device);
-        state.momentum.moment_2 = state.momentum.moment_2.to_device(device);
+        state.momentum = state.momentum.to_device(device);
         state
     }
 }

@@ -54,8 +54,7 @@ impl<B: Backend> SimpleOptimizer<B> for OnePassAdam {
     }
 
     fn to_device<const D: usize>(mut state: Self::State<D>, device: &B::Device) -> Self::State<D> {
-        state.momentum.moment_1 = state.momentum.moment_1.to_device(device);
-        state.momentum.moment_2 = state.momentum.moment_2.to_device(device);
+        state.momentum = state.momentum.to_device(device);
         state
     }
 }
@@ -103,6 +102,28 @@ mod tests {
                 assert_eq!(bits(&o.momentum.moment_2), bits(&r.momentum.moment_2), "v at step {t}");
                 assert_eq!(o.momentum.time, r.momentum.time);
             }
+        }
+    }
+
+    /// The form the GPU backends take, [`attend_model::fused::adamw::composed_adam`], gives
+    /// the bits of Burn's `Adam` too (here on the CPU, whose `adam` is the kernel instead).
+    #[test]
+    fn composed_adam_gives_the_bits_of_burns_adam() {
+        use attend_model::fused::adamw::composed_adam;
+        let device = Default::default();
+        let burn = AdamConfig::new().with_beta_1(0.9).with_beta_2(0.98).with_epsilon(1e-9).build();
+        let mut p_ref = Tensor::<B, 2>::random([5, 7], Distribution::Normal(0.0, 1.0), &device);
+        let mut p = Tensor::<B, 2>::from_data(p_ref.to_data(), &device);
+        let (mut s_ref, mut moments) = (None::<AdamState<B, 2>>, None);
+        for time in 1..=3 {
+            let g: Tensor<B, 2> = Tensor::random([5, 7], Distribution::Normal(0.0, 0.1), &device);
+            let step = AdamWStep { lr: 1e-3, beta_1: 0.9, beta_2: 0.98, epsilon: 1e-9, decay: 1.0, time };
+            let [p_new, m, v] = composed_adam(p, g.clone(), moments, step);
+            (p_ref, s_ref) = SimpleOptimizer::<B>::step(&burn, 1e-3, p_ref, g, s_ref);
+            let r = &s_ref.as_ref().unwrap().momentum;
+            assert_eq!(bits(&p_new), bits(&p_ref), "parameter at step {time}");
+            assert_eq!((bits(&m), bits(&v)), (bits(&r.moment_1), bits(&r.moment_2)), "moments at step {time}");
+            (p, moments) = (p_new, Some((m, v)));
         }
     }
 }

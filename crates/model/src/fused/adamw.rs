@@ -57,19 +57,29 @@ pub fn composed<B: Backend, const D: usize>(
         Some(scale) => grad.mul(scale.reshape([1; D])),
         None => grad,
     };
-    let (f1, f2) = (1.0 - s.beta_1, 1.0 - s.beta_2);
-    let (m, v) = match moments {
-        Some((m, v)) => (
-            m.mul_scalar(s.beta_1).add(grad.clone().mul_scalar(f1)),
-            v.mul_scalar(s.beta_2).add(grad.square().mul_scalar(f2)),
-        ),
-        None => (grad.clone().mul_scalar(f1), grad.square().mul_scalar(f2)),
-    };
+    let (m, v) = composed_moments(grad, moments, &s);
     let m_hat = m.clone().div_scalar(1f32 - s.beta_1.powi(s.time));
     let v_hat = v.clone().div_scalar(1f32 - s.beta_2.powi(s.time));
     let delta = m_hat.div(v_hat.sqrt().add_scalar(s.epsilon));
     let param = if s.decay == 1.0 { param } else { param.mul_scalar(s.decay) };
     [param - delta.mul_scalar(s.lr), m, v]
+}
+
+/// The moments after `grad` in Burn's operations: `β₁·m + (1 − β₁)·g`, `β₂·v + (1 − β₂)·g²`
+/// (from zero on the first update), as Burn's `Adam` and `AdamW` compute them.
+fn composed_moments<B: Backend, const D: usize>(
+    grad: Tensor<B, D>,
+    moments: Option<(Tensor<B, D>, Tensor<B, D>)>,
+    s: &AdamWStep,
+) -> (Tensor<B, D>, Tensor<B, D>) {
+    let (f1, f2) = (1.0 - s.beta_1, 1.0 - s.beta_2);
+    match moments {
+        Some((m, v)) => (
+            m.mul_scalar(s.beta_1).add(grad.clone().mul_scalar(f1)),
+            v.mul_scalar(s.beta_2).add(grad.square().mul_scalar(f2)),
+        ),
+        None => (grad.clone().mul_scalar(f1), grad.square().mul_scalar(f2)),
+    }
 }
 
 /// One AdamW update of a parameter (formulas in this module's top doc): `[θ, m, v]` after it,
@@ -127,14 +137,7 @@ pub fn composed_adam<B: Backend, const D: usize>(
     moments: Option<(Tensor<B, D>, Tensor<B, D>)>,
     s: AdamWStep,
 ) -> [Tensor<B, D>; 3] {
-    let (f1, f2) = (1.0 - s.beta_1, 1.0 - s.beta_2);
-    let (m, v) = match moments {
-        Some((m, v)) => (
-            m.mul_scalar(s.beta_1).add(grad.clone().mul_scalar(f1)),
-            v.mul_scalar(s.beta_2).add(grad.square().mul_scalar(f2)),
-        ),
-        None => (grad.clone().mul_scalar(f1), grad.square().mul_scalar(f2)),
-    };
+    let (m, v) = composed_moments(grad, moments, &s);
     let c2_sqrt = (1.0 - s.beta_2.powi(s.time)).sqrt();
     let factor = c2_sqrt / (1.0 - s.beta_1.powi(s.time));
     let update = m.clone().mul_scalar(factor).div(v.clone().sqrt().add_scalar(s.epsilon * c2_sqrt));
