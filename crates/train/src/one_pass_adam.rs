@@ -1,9 +1,10 @@
 //! [`OnePassAdam`]: Burn's `Adam` (with its L2 penalty, if any) with each parameter's update
-//! one pass on the CPU ([`attend_model::fused::adamw::adam`]), where Burn's makes about a
+//! one pass on the CPU ([`attend_model::fused::adam::adam`]), where Burn's makes about a
 //! dozen, each allocating a buffer. It computes Burn's bits and keeps Burn's `AdamState`, so
 //! a run, its checkpoints and an exact resume are what Burn's `Adam` gives.
 
-use attend_model::fused::adamw::{adam, AdamWStep};
+use attend_model::fused::adam::adam;
+use attend_model::fused::adamw::AdamWStep;
 use burn::optim::decay::{WeightDecay, WeightDecayConfig};
 use burn::optim::{AdamState, AdaptiveMomentumState, LearningRate, SimpleOptimizer};
 use burn::tensor::backend::Backend;
@@ -105,11 +106,11 @@ mod tests {
         }
     }
 
-    /// The form the GPU backends take, [`attend_model::fused::adamw::composed_adam`], gives
+    /// The form the GPU backends take, [`attend_model::fused::adam::composed_adam`], gives
     /// the bits of Burn's `Adam` too (here on the CPU, whose `adam` is the kernel instead).
     #[test]
     fn composed_adam_gives_the_bits_of_burns_adam() {
-        use attend_model::fused::adamw::composed_adam;
+        use attend_model::fused::adam::composed_adam;
         let device = Default::default();
         let burn = AdamConfig::new().with_beta_1(0.9).with_beta_2(0.98).with_epsilon(1e-9).build();
         let mut p_ref = Tensor::<B, 2>::random([5, 7], Distribution::Normal(0.0, 1.0), &device);

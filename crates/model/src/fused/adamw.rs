@@ -13,8 +13,8 @@
 //! ([`composed`], Burn's `AdamW` with the decay multiplied in first), so the two give the same
 //! bits: a run is the same whichever path it takes (tested).
 //!
-//! [`adam`] is Burn's `Adam` the same way, on the CPU: the same moments, then
-//! `θ ← θ − lr · (m·√c₂/c₁) / (√v + ε·√c₂)` as Burn arranges it, with Burn's bits.
+//! `fused/adam.rs` runs Burn's `Adam` through the same CPU kernel with Adam's coefficients
+//! ([`Coefficients::adam`]).
 
 use burn::tensor::backend::Backend;
 use burn::tensor::ops::FloatTensor;
@@ -67,7 +67,7 @@ pub fn composed<B: Backend, const D: usize>(
 
 /// The moments after `grad` in Burn's operations: `β₁·m + (1 − β₁)·g`, `β₂·v + (1 − β₂)·g²`
 /// (from zero on the first update), as Burn's `Adam` and `AdamW` compute them.
-fn composed_moments<B: Backend, const D: usize>(
+pub(super) fn composed_moments<B: Backend, const D: usize>(
     grad: Tensor<B, D>,
     moments: Option<(Tensor<B, D>, Tensor<B, D>)>,
     s: &AdamWStep,
@@ -108,42 +108,6 @@ pub fn adamw<B: Backend, const D: usize>(
     }
 }
 
-/// One update of Burn's `Adam` (Kingma & Ba with Burn's arrangement of the bias corrections;
-/// any L2 penalty already added to `grad`): the moments as [`adamw`]'s, then
-/// `θ ← θ − lr · (m·√c₂/c₁) / (√v + ε·√c₂)` with `c₁ = 1 − β₁ᵗ`, `c₂ = 1 − β₂ᵗ`, in one pass on
-/// the CPU and in Burn's operations elsewhere ([`composed_adam`]): the bits of Burn's `Adam`
-/// either way (tested). `step.decay` must be 1.
-pub fn adam<B: Backend, const D: usize>(
-    param: Tensor<B, D>,
-    grad: Tensor<B, D>,
-    moments: Option<(Tensor<B, D>, Tensor<B, D>)>,
-    step: AdamWStep,
-) -> [Tensor<B, D>; 3] {
-    assert_eq!(step.decay, 1.0, "Adam: no decoupled decay");
-    if is::<B, NdArray<f32>>() {
-        let raw = |t: Tensor<B, D>| same::<Tensor<B, D>, Tensor<NdArray<f32>, D>>(t).into_primitive().tensor();
-        let out =
-            run_cpu(raw(param), raw(grad), moments.map(|(m, v)| [raw(m), raw(v)]), 1.0, Coefficients::adam(&step));
-        out.map(|t| same(Tensor::<NdArray<f32>, D>::from_primitive(TensorPrimitive::Float(t))))
-    } else {
-        composed_adam(param, grad, moments, step)
-    }
-}
-
-/// [`adam`] in Burn's tensor operations, as Burn's `Adam` computes it.
-pub fn composed_adam<B: Backend, const D: usize>(
-    param: Tensor<B, D>,
-    grad: Tensor<B, D>,
-    moments: Option<(Tensor<B, D>, Tensor<B, D>)>,
-    s: AdamWStep,
-) -> [Tensor<B, D>; 3] {
-    let (m, v) = composed_moments(grad, moments, &s);
-    let c2_sqrt = (1.0 - s.beta_2.powi(s.time)).sqrt();
-    let factor = c2_sqrt / (1.0 - s.beta_1.powi(s.time));
-    let update = m.clone().mul_scalar(factor).div(v.clone().sqrt().add_scalar(s.epsilon * c2_sqrt));
-    [param - update.mul_scalar(s.lr), m, v]
-}
-
 /// [`adamw`] through `F`'s [`FusedOps::fused_adamw`] (`F` is `B`).
 fn adamw_on<B: Backend, F: FusedOps, const D: usize>(
     param: Tensor<B, D>,
@@ -173,8 +137,8 @@ pub fn cpu(param: T, grad: T, moments: Option<[T; 2]>, scale: Option<T>, s: Adam
     run_cpu(param, grad, moments, scale, Coefficients::new(&s))
 }
 
-/// The CPU's update with the coefficients `k` (AdamW's or Adam's form).
-fn run_cpu(param: T, grad: T, moments: Option<[T; 2]>, scale: f32, k: Coefficients) -> [T; 3] {
+/// The CPU's update with the coefficients `k` (AdamW's or Adam's form, `fused/adam.rs`).
+pub(super) fn run_cpu(param: T, grad: T, moments: Option<[T; 2]>, scale: f32, k: Coefficients) -> [T; 3] {
     match moments {
         Some([m, v]) if super::cpu::writable(&param) && super::cpu::writable(&m) && super::cpu::writable(&v) => {
             in_place([param, m, v], grad, scale, k)
@@ -292,7 +256,7 @@ impl Coefficients {
     }
 
     /// Burn's `Adam`'s coefficients, computed as it computes them.
-    fn adam(s: &AdamWStep) -> Coefficients {
+    pub(super) fn adam(s: &AdamWStep) -> Coefficients {
         let c2_sqrt = (1.0 - s.beta_2.powi(s.time)).sqrt();
         let factor = c2_sqrt / (1.0 - s.beta_1.powi(s.time));
         Coefficients { adam: Some((factor, s.epsilon * c2_sqrt)), ..Coefficients::new(s) }

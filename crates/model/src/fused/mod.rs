@@ -43,6 +43,7 @@
 //! | token lookup's gradient on the GPU ([`embedding`]) | `select_add`: `d` threads, each over all rows | a one-hot product |
 
 mod activation;
+pub mod adam;
 pub mod adamw;
 mod add;
 pub use adamw::adamw;

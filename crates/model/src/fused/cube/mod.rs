@@ -22,6 +22,7 @@ pub mod fusion;
 mod kernels;
 mod norm;
 mod product;
+mod product_launch;
 #[cfg(all(test, feature = "wgpu"))]
 mod product_tests;
 #[cfg(all(test, feature = "wgpu"))]
@@ -358,7 +359,7 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> FusedOps f
         counted();
         let b = alike::<R, F, I, BT>(b, &a);
         let cols = b.meta.shape()[b.meta.num_dims() - 1];
-        product::product(a, b, crate::fused::product_tile().for_columns(cols))
+        product_launch::product(a, b, crate::fused::product_tile().for_columns(cols))
     }
 
     fn fused_squared_norm(tensors: Vec<FloatTensor<Self>>) -> FloatTensor<Self> {

@@ -4,7 +4,7 @@
 //! costs no copy).
 //!
 //! The kernel is the classic register-blocked one with vectorized shared memory: a cube
-//! computes a tile of `C` ([`ProductTile`], `ATTEND_GPU_TILE`; 128 × 128 with 256 units by
+//! computes a tile of `C` (`ProductTile`, `ATTEND_GPU_TILE`; 128 × 128 with 256 units by
 //! default), each unit an 8 × 8 block of it in registers (64 accumulators as 16 four-wide
 //! vectors, `f32` whatever the tensors' type), walking `k` in steps of 8 (or 16). `A`'s
 //! rows × step and `B`'s step × columns slices are staged in shared memory as rows of
@@ -21,23 +21,17 @@
 //! two synchronizations a step) took sixteen. An operand whose rows are contiguous (`B` = `W`
 //! in the forward, both operands of a weight gradient) is read from global memory as vectors
 //! of four rows, one 128-bit read where four were, and `C` is written four columns at a time,
-//! where the sizes allow ([`vectors_of_four_rows`]).
+//! where the sizes allow (`product_launch::vectors_of_four_rows`).
 //!
 //! Why: on an H200 CubeCL's f32 products (its register-tile "unit" matmuls, the only ones
 //! without tensor cores) ran at 12-17 TFLOP/s forward and 2.4-9.7 for the weight gradients,
 //! against the 36 PyTorch's f32 step implies, and the first form reached 17.3 at best; this
 //! form reached 36 in training (the MLP's forward products) and took nanoGPT's GPU step from
 //! 92.4 to 53.9 ms (docs/benchmarks.md, "Our product kernel on the H200").
+//!
+//! `product_launch.rs` checks the operands and the tile and launches it.
 
-use burn::tensor::{Shape, TensorMetadata};
-use burn_cubecl::kernel::into_contiguous;
-use burn_cubecl::tensor::CubeTensor;
-use burn_cubecl::CubeRuntime;
-use cubecl::ir::VectorSize;
 use cubecl::prelude::*;
-
-use super::empty;
-use crate::fused::ProductTile;
 
 /// Four `f32` side by side: a row of shared memory's unit, and a quarter of a unit's rows.
 type Four = Vector<f32, Const<4>>;
@@ -102,7 +96,7 @@ fn slot(k: usize, v: usize, #[comptime] swizzle: bool) -> usize {
 
 /// This unit's four rows `r0 + 4·group ..` of an operand at `k0 + k`, as one vector: one
 /// 128-bit read where the operand comes in vectors of four rows (its rows contiguous, their
-/// count and every other stride multiples of 4: [`vectors_of_four_rows`]), else four reads.
+/// count and every other stride multiples of 4: `product_launch::vectors_of_four_rows`), else four reads.
 #[cube]
 #[allow(clippy::too_many_arguments)]
 fn fetch<F: Float, N: Size>(
@@ -140,7 +134,7 @@ fn fetch<F: Float, N: Size>(
 /// batch and the heads of attention's products, `CUBE_POS_Z` = `batch · heads + head`). An
 /// operand with one entry along a batch axis is shared along it. A cube computes a
 /// `tile_m × tile_n` tile of `C` (64 or 128 each), `step` elements of `k` at a time (8 or 16),
-/// with `tile_m · tile_n / 64` units ([`ProductTile`]).
+/// with `tile_m · tile_n / 64` units (`ProductTile`).
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
 pub fn product_kernel<F: Float, NA: Size, NB: Size, NC: Size>(
@@ -320,126 +314,5 @@ pub fn product_kernel<F: Float, NA: Size, NB: Size, NC: Size>(
                 }
             }
         }
-    }
-}
-
-/// Whether `x`'s last axis (`true`) or the one before it (`false`) has stride 1, or `None`
-/// (neither: the operand is copied first).
-fn unit_axis<R: CubeRuntime>(x: &CubeTensor<R>) -> Option<bool> {
-    let strides = x.meta.strides();
-    let rank = strides.len();
-    if strides[rank - 1] == 1 {
-        Some(true)
-    } else if strides[rank - 2] == 1 {
-        Some(false)
-    } else {
-        None
-    }
-}
-
-/// `a·b` by [`product_kernel`]: `[m, k]·[k, n]`, `[s, m, k]·[s, k, n]` or `[s, h, m, k]·[s, h,
-/// k, n]` (either operand may have one entry along a batch axis); operands in the same float
-/// type; each cube computes a `tile`.
-pub(super) fn product<R: CubeRuntime>(a: CubeTensor<R>, b: CubeTensor<R>, tile: ProductTile) -> CubeTensor<R> {
-    let (a, a_k) = contiguous_along_one_axis(a);
-    let (b, b_n) = contiguous_along_one_axis(b);
-    let (sa, sb) = (a.shape(), b.shape());
-    let rank = sa.num_dims();
-    assert!(rank == sb.num_dims() && (2..=4).contains(&rank), "product of ranks {sa:?} and {sb:?}");
-    // The kernel's reads stay inside the operands only for matching shapes.
-    assert_eq!(sa[rank - 1], sb[rank - 2], "product of {sa:?} and {sb:?}: inner sizes differ");
-    let batch_dims: Vec<usize> = (0..rank - 2)
-        .map(|i| {
-            assert!(sa[i] == sb[i] || sa[i] == 1 || sb[i] == 1, "product of {sa:?} and {sb:?}: batches differ");
-            sa[i].max(sb[i])
-        })
-        .collect();
-    let (m, n) = (sa[rank - 2], sb[rank - 1]);
-    let batch: usize = batch_dims.iter().product();
-    let out = empty(&a, Shape::from([batch_dims, vec![m, n]].concat()));
-    assert!(ProductTile::ALL.contains(&tile), "product tile {tile:?} is not one the kernel takes");
-    // A launch past the device's shared memory fails without a word, leaving `out` unwritten.
-    let limit = a.client.properties().hardware.max_shared_memory_size;
-    assert!(
-        tile.shared_bytes() <= limit,
-        "the product kernel's tile {} (ATTEND_GPU_TILE) needs {} bytes of shared memory, this device gives {limit}",
-        tile.name(),
-        tile.shared_bytes()
-    );
-    let count = CubeCount::Static(n.div_ceil(tile.cols) as u32, m.div_ceil(tile.rows) as u32, batch as u32);
-    let dtype = a.dtype.into();
-    // `A`'s rows are its second-last axis, `B`'s and `C`'s columns their last.
-    let (va, vb, vc) =
-        (vectors_of_four_rows(&a, false), vectors_of_four_rows(&b, true), vectors_of_four_rows(&out, true));
-    #[cfg(test)]
-    {
-        *LAST_TILE.lock().unwrap() = Some(tile);
-    }
-    #[cfg(test)]
-    VECTORS.fetch_add([va, vb, vc].iter().filter(|&&v| v == 4).count(), std::sync::atomic::Ordering::Relaxed);
-    // SAFETY: every read of an operand is guarded by its rows and depth, every write of `out`
-    // by its rows and columns (`load`, `fetch`, the final loop), the tile is one the kernel takes (asserted: whole warps, whole loads), the shapes match (asserted above) and
-    // the position along each batch axis is below `out`'s size there and each operand's (or
-    // the operand has one entry there: `CUBE_POS_Z` counts `out`'s batch entries); shared memory is indexed below its size (two stages of `step` rows); the loop over `k` ends. A
-    // vector of four is read or written only where `vectors_of_four_rows` found the rows
-    // contiguous and every offset a multiple of four, so that it starts at a multiple of four
-    // and lies wholly inside or wholly outside the guarded rows and columns.
-    unsafe {
-        product_kernel::launch_unchecked::<R>(
-            &a.client.clone(),
-            count,
-            CubeDim::new_1d(tile.units() as u32),
-            va,
-            vb,
-            vc,
-            a.into_tensor_arg(),
-            b.into_tensor_arg(),
-            out.clone().into_tensor_arg(),
-            rank - 2,
-            a_k,
-            // `B`'s `k` is its second-last axis: contiguous when its last axis is not.
-            !b_n,
-            tile.rows,
-            tile.cols,
-            tile.depth,
-            dtype,
-        );
-    }
-    out
-}
-
-/// The tile of the kernel's last launch (tests only).
-#[cfg(test)]
-pub(super) static LAST_TILE: std::sync::Mutex<Option<ProductTile>> = std::sync::Mutex::new(None);
-
-/// Operands and outputs the kernel has read or written as vectors of four rows (tests only).
-#[cfg(test)]
-pub(super) static VECTORS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-/// 4 where `x`'s rows (its last axis where `last`, else the one before) are contiguous, their
-/// count and every other axis's stride are multiples of 4 and the device reads four of its
-/// elements at once, so that the kernel reads (writes) four neighbouring rows as one vector; 1
-/// otherwise.
-fn vectors_of_four_rows<R: CubeRuntime>(x: &CubeTensor<R>, last: bool) -> VectorSize {
-    let rank = x.meta.num_dims();
-    let axis = if last { rank - 1 } else { rank - 2 };
-    let four = x.client.io_optimized_vector_sizes(x.dtype.size()).any(|size| size == 4);
-    let (shape, strides) = (x.meta.shape(), x.meta.strides());
-    // Every stride the kernel multiplies by a position (each one of an axis longer than 1) a
-    // multiple of 4: CubeCL's `try_tensor_vector_size_parallel` checks only the smallest.
-    let aligned = (0..rank).all(|i| i == axis || shape[i] == 1 || strides[i] % 4 == 0);
-    if four && strides[axis] == 1 && shape[axis] % 4 == 0 && aligned {
-        4
-    } else {
-        1
-    }
-}
-
-/// `x` (copied if neither of its last two axes has stride 1), and whether its last axis is the
-/// one with stride 1.
-fn contiguous_along_one_axis<R: CubeRuntime>(x: CubeTensor<R>) -> (CubeTensor<R>, bool) {
-    match unit_axis(&x) {
-        Some(last) => (x, last),
-        None => (into_contiguous(x), true),
     }
 }

@@ -186,7 +186,7 @@ fn our_product_kernel_on_wgpu_equals_cpu_products_for_every_layout_and_ragged_sh
 
     // Sizes that are multiples of four (but not of the tile or the step): each operand whose
     // rows are contiguous, and every output, is read or written four rows at a time.
-    let vectors = super::product::VECTORS.load(Ordering::Relaxed);
+    let vectors = super::product_launch::VECTORS.load(Ordering::Relaxed);
     let (m, n) = (132, 140);
     let mut expected = 0;
     for (a_t, b_t) in [(false, false), (true, false), (false, true), (true, true)] {
@@ -199,7 +199,7 @@ fn our_product_kernel_on_wgpu_equals_cpu_products_for_every_layout_and_ragged_sh
     check("batched, a transposed, sizes of four", [3, 9, 72], [3, 9, 260], (true, false));
     check("batched, one right-hand matrix of four", [3, 72, 9], [1, 9, 36], (false, false));
     expected += 2 * 3 + 2 * 2;
-    let vectors = super::product::VECTORS.load(Ordering::Relaxed) - vectors;
+    let vectors = super::product_launch::VECTORS.load(Ordering::Relaxed) - vectors;
     CHOICE.with(|p| p.set(None));
     assert_eq!(vectors, expected, "operands and outputs read or written as vectors of four");
 }
@@ -228,7 +228,7 @@ fn every_product_tile_on_wgpu_equals_cpu_products_fusion_keeps_the_registered_ti
             }
             check(&format!("{name} two batch axes, b shared"), [2, 3, 70, k], [2, 1, k, 66], (false, false));
             check(&format!("{name} sizes of four"), [k, 132], [k, 68], (true, false));
-            assert_eq!(*super::product::LAST_TILE.lock().unwrap(), Some(tile), "{name} ran");
+            assert_eq!(*super::product_launch::LAST_TILE.lock().unwrap(), Some(tile), "{name} ran");
         });
     }
 
@@ -241,16 +241,16 @@ fn every_product_tile_on_wgpu_equals_cpu_products_fusion_keeps_the_registered_ti
         let b = Tensor::<burn_wgpu::Wgpu, 2>::from_data(db, &device);
         crate::fused::products::product(a, b)
     });
-    *super::product::LAST_TILE.lock().unwrap() = None;
+    *super::product_launch::LAST_TILE.lock().unwrap() = None;
     close(&data(c), &reference, 1e-5, "registered under 128x64x16, flushed after");
-    assert_eq!(*super::product::LAST_TILE.lock().unwrap(), Some(narrow), "the tile at registration");
+    assert_eq!(*super::product_launch::LAST_TILE.lock().unwrap(), Some(narrow), "the tile at registration");
 
     // `auto`: the narrow tile for at most 64 columns (attention's context), else the default.
     for (cols, tile) in [(64, ProductTile::NARROW), (65, ProductTile::DEFAULT)] {
         with_product_tile(TileChoice::Auto, || {
             check(&format!("auto, {cols} columns"), [m, k], [k, cols], (false, false))
         });
-        assert_eq!(*super::product::LAST_TILE.lock().unwrap(), Some(tile), "auto at {cols} columns");
+        assert_eq!(*super::product_launch::LAST_TILE.lock().unwrap(), Some(tile), "auto at {cols} columns");
     }
     CHOICE.with(|p| p.set(None));
 }
