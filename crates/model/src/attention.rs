@@ -12,10 +12,9 @@ use burn::tensor::{backend::Backend, Bool, Tensor};
 
 use crate::cache::KeyValue;
 use crate::config::ModelConfig;
-use crate::fused::{attention, reshape, softmax_last, Weight};
+use crate::fused::{attention, attention_weights, reshape, Weight};
 use crate::init::{linear, Role};
 use crate::lora::{AttentionAdapters, Lora};
-use crate::mask::MASKED_SCORE;
 use crate::positionwise::positionwise;
 
 /// `softmax(QKᵀ/√d_k + mask) V`, with dropout on the weights.
@@ -49,8 +48,6 @@ pub fn attention_with_scale<B: Backend>(
     dropout: &Dropout,
     scale: f64,
 ) -> (Tensor<B, 4>, Tensor<B, 4>) {
-    let [batch, heads, queries, _] = q.dims();
-    let keys = k.dims()[2];
     if dropout.prob == 0.0 {
         // One fused operation (crate::fused::attention); the weights it returns are not
         // differentiable, which no caller needs (they are for heat maps).
@@ -59,13 +56,11 @@ pub fn attention_with_scale<B: Backend>(
     }
     // The scale after the product, as nanoGPT does (and as burn-fusion needs: fused/attention.rs).
     // The products are Burn's, or on a GPU our kernel's (crate::fused::matmul).
-    let mut scores = crate::fused::matmul(q, k.swap_dims(2, 3)).mul_scalar(scale); // [batch, heads, queries, keys]
-    if let Some(mask) = mask {
-        scores = scores.mask_fill(mask.expand([batch, heads, queries, keys]), MASKED_SCORE);
-    }
-    let weights = softmax_last(scores);
-    let context = crate::fused::matmul(crate::fused::dropout(dropout, weights.clone()), v);
-    (context, weights)
+    let scores = crate::fused::matmul(q, k.swap_dims(2, 3)); // [batch, heads, queries, keys]
+                                                             // The scale, the mask, the softmax and the dropout: one operation (a kernel each way on
+                                                             // the GPU where `ATTEND_GPU_KERNELS` says so).
+    let [weights, dropped] = attention_weights(scores, mask, scale, dropout);
+    (crate::fused::matmul(dropped, v), weights)
 }
 
 /// What [`MultiHeadAttention`] returns.

@@ -4,7 +4,8 @@
 //! kept from the forward: for GELU its derivative where the backend computes it with the
 //! forward (the CPU), else the input; the output for the softmax; the input and `γ`
 //! for the LayerNorm (whose backward recomputes mean and deviation instead of keeping them);
-//! `Q`, `K`, `V` (or their packed rows) and the weights for attention; the input and weight for the linear map (its step in `linear_autodiff.rs`, a product's in `product_autodiff.rs`); the
+//! `Q`, `K`, `V` (or their packed rows) and the weights for attention; `P`, `P̃` and the mask for
+//! attention's weights with dropout (its step in `attention_weights.rs`); the input and weight for the linear map (its step in `linear_autodiff.rs`, a product's in `product_autodiff.rs`); the
 //! logits and targets for the cross-entropy; the indices for a token lookup; the input's
 //! shape for a reshape. The composed
 //! LayerNorm ([`FusedOps::composed_layer_norm`]) runs `B`'s own operations forward and its
@@ -300,6 +301,16 @@ impl<B: FusedOps, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
                 [prep.finish(context), Self::from_inner(weights)]
             }
         }
+    }
+
+    fn fused_attention_weights(
+        scores: FloatTensor<Self>,
+        mask: Option<BoolTensor<Self>>,
+        key: IntTensor<Self>,
+        scale: f64,
+        keep: f64,
+    ) -> [FloatTensor<Self>; 2] {
+        super::attention_weights::tracked::<B, C>(scores, mask, key, scale, keep)
     }
 
     fn fused_attention_packed(

@@ -7,7 +7,7 @@ use burn::tensor::backend::Backend;
 use burn::tensor::ops::{BoolTensor, FloatTensor, IntTensor};
 use burn::tensor::{Bool, Int, Tensor, TensorMetadata, TensorPrimitive};
 
-use super::{attention as attn, cross_entropy as ce, INV_SQRT_2PI};
+use super::{as_rank, attention as attn, cross_entropy as ce, INV_SQRT_2PI};
 
 fn float<B: Backend, const D: usize>(t: FloatTensor<B>) -> Tensor<B, D> {
     Tensor::from_primitive(TensorPrimitive::Float(t))
@@ -89,4 +89,31 @@ pub(super) fn cross_entropy_backward<B: Backend>(
 ) -> FloatTensor<B> {
     let targets = Tensor::<B, 1, Int>::from_primitive(targets);
     ce::composed_backward(float(logits), targets, float(grad), smoothing).into_primitive().tensor()
+}
+
+/// The LayerNorm's backward from its input (`dx`, `dγ`, `dβ`; formulas at
+/// [`FusedOps::fused_layer_norm_backward`](super::FusedOps::fused_layer_norm_backward)).
+pub(super) fn layer_norm_backward<B: Backend>(
+    x: FloatTensor<B>,
+    gamma: FloatTensor<B>,
+    grad: FloatTensor<B>,
+    epsilon: f64,
+) -> [FloatTensor<B>; 3] {
+    let shape = x.shape();
+    let last = shape[shape.num_dims() - 1];
+    let dims = [shape.num_elements() / last, last];
+    let (x, grad) = (as_rank::<B, 2>(x, dims), as_rank::<B, 2>(grad, dims));
+    let gamma = as_rank::<B, 2>(gamma, [1, last]);
+    let centered = x.clone() - x.mean_dim(1);
+    let rstd = (centered.clone().powi_scalar(2).mean_dim(1).add_scalar(epsilon)).sqrt().recip();
+    let normalized = centered * rstd.clone();
+    let g = grad.clone() * gamma;
+    let dx = rstd * (g.clone() - g.clone().mean_dim(1) - normalized.clone() * (g * normalized.clone()).mean_dim(1));
+    let dgamma = (grad.clone() * normalized).sum_dim(0).reshape([last]);
+    let dbeta = grad.sum_dim(0).reshape([last]);
+    [
+        B::float_reshape(dx.into_primitive().tensor(), shape),
+        dgamma.into_primitive().tensor(),
+        dbeta.into_primitive().tensor(),
+    ]
 }

@@ -51,6 +51,16 @@ impl Kernels {
         }
     }
 
+    /// Which backend with kernels `B` is for attention's weights with dropout
+    /// ([`crate::fused::attention_weights`]): as [`Kernels::of`], and under `attention` the
+    /// GPU backends with burn-fusion too.
+    pub(super) fn for_attention_weights<B: 'static>() -> Kernels {
+        match gpu_kernels() {
+            GpuKernels::Attention => Self::under::<B>(GpuKernels::All),
+            mode => Self::under::<B>(mode),
+        }
+    }
+
     /// The autodiff backend of burn-fusion under `auto`, where our kernels are off: an
     /// operation composed of the backend's own operations with a backward of its own (fewer
     /// operations handed to the fusion stream than Burn's autodiff of every step). `None`
@@ -149,10 +159,12 @@ pub enum GpuKernels {
     All,
     /// `off`: none; every fused operation on a GPU is composed of Burn's operations.
     Off,
-    /// `attention`: as `auto`, but attention's masked softmax is our kernel under burn-fusion
-    /// too (a custom operation between its two products, and its backward likewise). On an
-    /// H200 burn-fusion's fused reduction of the composed softmax took 0.78 ms a layer
-    /// (one unit per row of the scores): the mode is there to time that choice.
+    /// `attention`: as `auto`, but attention's weights are our kernels under burn-fusion too:
+    /// without dropout the masked softmax (a custom operation between attention's two
+    /// products, and its backward likewise), with dropout the softmax and the dropout in one
+    /// row kernel each way ([`crate::fused::attention_weights`]). On an H200 burn-fusion's
+    /// fused reduction of the composed softmax took 0.78 ms a layer (one unit per row of the
+    /// scores): the mode is there to time that choice.
     Attention,
 }
 
@@ -213,7 +225,8 @@ thread_local! {
 
 /// `$fused` with the type `$K` naming the backend with kernels that `$B` is, else
 /// `$composed`: `on_kernels!(B, K => on::<B, K>(x), _ => composed(x))`.
-/// `on_kernels!(updates B, ..)` chooses by [`Kernels::for_updates`] instead.
+/// `on_kernels!(updates B, ..)` chooses by [`Kernels::for_updates`] instead, `on_kernels!(weights
+/// B, ..)` by [`Kernels::for_attention_weights`].
 macro_rules! on_kernels {
     ($B:ty, $K:ident => $fused:expr, _ => $composed:expr) => {
         $crate::fused::dispatch::on_kernels!(@match $crate::fused::dispatch::Kernels::of::<$B>(), $K => $fused, _ => $composed)
@@ -221,6 +234,11 @@ macro_rules! on_kernels {
     (tracked $B:ty, $K:ident => $fused:expr, _ => $composed:expr) => {
         $crate::fused::dispatch::on_kernels!(
             @match $crate::fused::dispatch::Kernels::tracked::<$B>(), $K => $fused, _ => $composed
+        )
+    };
+    (weights $B:ty, $K:ident => $fused:expr, _ => $composed:expr) => {
+        $crate::fused::dispatch::on_kernels!(
+            @match $crate::fused::dispatch::Kernels::for_attention_weights::<$B>(), $K => $fused, _ => $composed
         )
     };
     (updates $B:ty, $K:ident => $fused:expr, _ => $composed:expr) => {

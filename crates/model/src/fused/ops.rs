@@ -9,8 +9,8 @@ use burn::tensor::{Tensor, TensorMetadata, TensorPrimitive};
 use burn::tensor::backend::Backend;
 
 use super::{
-    adamw, adamw_many, as_rank, attention_packed, composed, embedding, linear, matrix, norm, products, reshaped,
-    Packing, Weight,
+    adamw, adamw_many, attention_packed, attention_weights, composed, embedding, linear, matrix, norm, products,
+    reshaped, Packing, Weight,
 };
 
 /// Backends with fused operations. Every method has a composed default.
@@ -84,23 +84,7 @@ pub trait FusedOps: Backend {
         grad: FloatTensor<Self>,
         epsilon: f64,
     ) -> [FloatTensor<Self>; 3] {
-        let shape = x.shape();
-        let last = shape[shape.num_dims() - 1];
-        let dims = [shape.num_elements() / last, last];
-        let (x, grad) = (as_rank::<Self, 2>(x, dims), as_rank::<Self, 2>(grad, dims));
-        let gamma = as_rank::<Self, 2>(gamma, [1, last]);
-        let centered = x.clone() - x.mean_dim(1);
-        let rstd = (centered.clone().powi_scalar(2).mean_dim(1).add_scalar(epsilon)).sqrt().recip();
-        let normalized = centered * rstd.clone();
-        let g = grad.clone() * gamma;
-        let dx = rstd * (g.clone() - g.clone().mean_dim(1) - normalized.clone() * (g * normalized.clone()).mean_dim(1));
-        let dgamma = (grad.clone() * normalized).sum_dim(0).reshape([last]);
-        let dbeta = grad.sum_dim(0).reshape([last]);
-        [
-            Self::float_reshape(dx.into_primitive().tensor(), shape),
-            dgamma.into_primitive().tensor(),
-            dbeta.into_primitive().tensor(),
-        ]
+        composed::layer_norm_backward::<Self>(x, gamma, grad, epsilon)
     }
 
     /// [`FusedOps::fused_layer_norm_backward`] with `pending` (the gradient the input already
@@ -210,6 +194,31 @@ pub trait FusedOps: Backend {
         scale: f64,
     ) -> FloatTensor<Self> {
         attention_packed::composed_backward::<Self>(qkv, packing, weights, grad, scale)
+    }
+
+    /// Attention's weights `[P, P̃]` from the raw scores `QKᵀ` ([`attention_weights`]; `key`,
+    /// two integers from the backend's generator, keys the kernels' draw). By default
+    /// composed, with Burn's draw.
+    fn fused_attention_weights(
+        scores: FloatTensor<Self>,
+        mask: Option<BoolTensor<Self>>,
+        _key: IntTensor<Self>,
+        scale: f64,
+        keep: f64,
+    ) -> [FloatTensor<Self>; 2] {
+        attention_weights::default_forward::<Self>(scores, mask, scale, keep)
+    }
+
+    /// The raw scores' gradient from `P`, `P̃` and the gradient of `P̃` ([`attention_weights`]).
+    fn fused_attention_weights_backward(
+        weights: FloatTensor<Self>,
+        dropped: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        mask: Option<BoolTensor<Self>>,
+        scale: f64,
+        keep: f64,
+    ) -> FloatTensor<Self> {
+        attention_weights::default_backward::<Self>(weights, dropped, grad, mask, scale, keep)
     }
 
     /// `a·b` over the last two axes (rank 2 to 4; either operand may be a transposed view):

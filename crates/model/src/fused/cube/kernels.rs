@@ -32,7 +32,7 @@ pub(super) fn cube_sum(value: f32, shared: &mut SharedMemory<f32>) -> f32 {
 
 /// The maximum over the cube's units of `value`, as [`cube_sum`].
 #[cube]
-fn cube_max(value: f32, shared: &mut SharedMemory<f32>) -> f32 {
+pub(super) fn cube_max(value: f32, shared: &mut SharedMemory<f32>) -> f32 {
     let unit = UNIT_POS_X as usize;
     shared[unit] = value;
     sync_cube();

@@ -8,6 +8,7 @@
 //! | GELU | one element-wise pass; one |
 //! | softmax over the last axis | one row pass; one |
 //! | LayerNorm | one row pass; one row pass, then the column sums of `dγ`, `dβ` (Burn's reduction) |
+//! | attention's weights with dropout | one row pass (softmax, the draw, both weights); one ([`attention_weights`]) |
 //! | attention | `sQ·Kᵀ` and `P·V` in Burn's matrix product, the mask and softmax in one row pass; the softmax's backward in one row pass between the products |
 //! | softmax + cross-entropy | one row pass over the logits; one (no `[rows, V]` log-probabilities kept) |
 //! | AdamW update of a parameter | one element-wise pass ([`adamw`]) |
@@ -18,6 +19,10 @@
 //! CubeCL's on cuda (`ATTEND_GPU_MATMUL`, `fused/products.rs`).
 
 mod adamw;
+mod attention_weights;
+#[cfg(all(test, feature = "wgpu"))]
+mod attention_weights_tests;
+mod custom_op;
 pub mod fusion;
 mod kernels;
 mod norm;
@@ -25,6 +30,7 @@ mod product;
 mod product_launch;
 #[cfg(all(test, feature = "wgpu"))]
 mod product_tests;
+mod softmax;
 #[cfg(all(test, feature = "wgpu"))]
 mod tests;
 
@@ -37,7 +43,7 @@ use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElemen
 use cubecl::prelude::*;
 
 use super::FusedOps;
-use crate::mask::MASKED_SCORE;
+use softmax::{softmax_rows, softmax_rows_backward};
 
 /// The most units per cube of the row kernels; a row of `d` takes the power of two at or above
 /// `d` up to this, and at least [`MIN_ROW_UNITS`] (the shared-memory reductions halve it).
@@ -86,6 +92,15 @@ fn empty<R: CubeRuntime>(like: &CubeTensor<R>, shape: Shape) -> CubeTensor<R> {
     empty_device_contiguous_dtype(like.client.clone(), like.device.clone(), shape, like.dtype)
 }
 
+/// `mask` expanded to the shape of `like` (attention's `[batch, heads, queries, keys]`).
+fn expanded_mask<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
+    mask: CubeTensor<R>,
+    like: &CubeTensor<R>,
+) -> CubeTensor<R> {
+    use burn::tensor::ops::BoolTensorOps;
+    CubeBackend::<R, F, I, BT>::bool_expand(mask, like.shape())
+}
+
 /// One cube per row of a `[rows, d]` matrix: the cubes, their units, and that number of units.
 fn row_launch<R: CubeRuntime>(x: &CubeTensor<R>) -> (CubeCount, CubeDim, usize) {
     let [rows, d] = x.shape().dims::<2>();
@@ -98,48 +113,6 @@ fn row_launch<R: CubeRuntime>(x: &CubeTensor<R>) -> (CubeCount, CubeDim, usize) 
 fn element_launch<R: CubeRuntime>(x: &CubeTensor<R>) -> (CubeCount, CubeDim) {
     let dim = CubeDim::new_1d(ELEMENT_UNITS);
     (cubecl::calculate_cube_count_elemwise(&x.client, x.shape().num_elements(), dim), dim)
-}
-
-/// Softmax over the rows of `x` (`[rows, d]`), with attention's mask (viewed as `[batch,
-/// heads, queries, keys]`) where there is one.
-fn softmax_rows<R: CubeRuntime>(x: CubeTensor<R>, mask: Option<CubeTensor<R>>) -> CubeTensor<R> {
-    let out = empty(&x, x.shape());
-    let (count, dim, units) = row_launch(&x);
-    let has_mask = mask.is_some();
-    // Without a mask the kernel still takes a tensor there (never read): `x` itself.
-    let mask = mask.unwrap_or_else(|| x.clone());
-    let dtypes = [x.dtype.into(), mask.dtype.into()];
-    kernels::softmax_forward::launch::<R>(
-        &x.client.clone(),
-        count,
-        dim,
-        x.into_tensor_arg(),
-        mask.into_tensor_arg(),
-        out.clone().into_tensor_arg(),
-        MASKED_SCORE,
-        has_mask,
-        units,
-        dtypes,
-    );
-    out
-}
-
-/// The softmax's backward over rows, from its output `y` and the gradient (both `[rows, d]`).
-fn softmax_rows_backward<R: CubeRuntime>(y: CubeTensor<R>, grad: CubeTensor<R>) -> CubeTensor<R> {
-    let dx = empty(&y, y.shape());
-    let (count, dim, units) = row_launch(&y);
-    let dtype = y.dtype.into();
-    kernels::softmax_backward::launch::<R>(
-        &y.client.clone(),
-        count,
-        dim,
-        y.into_tensor_arg(),
-        grad.into_tensor_arg(),
-        dx.clone().into_tensor_arg(),
-        units,
-        dtype,
-    );
-    dx
 }
 
 impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> FusedOps for CubeBackend<R, F, I, BT> {
@@ -303,6 +276,32 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> FusedOps f
         let dk = Self::float_mul_scalar(Self::float_matmul(Self::float_swap_dims(ds, 2, 3), q), scale.into());
         let dv = Self::float_matmul(Self::float_swap_dims(weights, 2, 3), grad);
         [dq, dk, dv]
+    }
+
+    fn fused_attention_weights(
+        scores: FloatTensor<Self>,
+        mask: Option<BoolTensor<Self>>,
+        key: IntTensor<Self>,
+        scale: f64,
+        keep: f64,
+    ) -> [FloatTensor<Self>; 2] {
+        counted();
+        let mask = mask.map(|m| expanded_mask::<R, F, I, BT>(m, &scores));
+        attention_weights::forward(scores, mask, key, scale, keep)
+    }
+
+    fn fused_attention_weights_backward(
+        weights: FloatTensor<Self>,
+        dropped: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        mask: Option<BoolTensor<Self>>,
+        scale: f64,
+        keep: f64,
+    ) -> FloatTensor<Self> {
+        counted();
+        let mask = mask.map(|m| expanded_mask::<R, F, I, BT>(m, &weights));
+        let (dropped, grad) = (alike::<R, F, I, BT>(dropped, &weights), alike::<R, F, I, BT>(grad, &weights));
+        attention_weights::backward(weights, dropped, grad, mask, scale, keep)
     }
 
     fn fused_cross_entropy(logits: FloatTensor<Self>, targets: IntTensor<Self>, smoothing: f64) -> FloatTensor<Self> {

@@ -1,0 +1,155 @@
+//! Attention's weights with dropout as CubeCL kernels (`attention_weights.rs`) against the
+//! composed form on the same GPU backend, given the mask the kernel drew; run with `--features
+//! test-wgpu` (lavapipe will do).
+
+use burn::nn::DropoutConfig;
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{Bool, Tensor, TensorData};
+use std::sync::atomic::Ordering;
+
+use super::attention_weights::threshold;
+use super::tests::serial;
+use super::CALLS;
+use crate::fused::dispatch::{WgpuUnfused, TEST_GPU_KERNELS};
+use crate::fused::tests::{close, data, values};
+use crate::fused::{attention_weights, GpuKernels};
+use crate::mask::MASKED_SCORE;
+
+type Fused = burn::backend::Autodiff<burn_wgpu::Wgpu>;
+type Unfused = burn::backend::Autodiff<WgpuUnfused>;
+
+/// Rows longer than the largest cube (256 units), a mask per batch entry shared by the heads,
+/// and one query (batch 1, query 5) with every key masked.
+const SHAPE: [usize; 4] = [2, 3, 17, 300];
+const SCALE: f64 = 0.125;
+const P: f64 = 0.2;
+
+fn mask_values() -> Vec<bool> {
+    let [batch, _, queries, keys] = SHAPE;
+    let mut mask = Vec::with_capacity(batch * queries * keys);
+    for b in 0..batch {
+        for q in 0..queries {
+            for k in 0..keys {
+                mask.push(k > 10 * q + 3 * b || (b == 1 && q == 5));
+            }
+        }
+    }
+    mask
+}
+
+struct Run {
+    weights: Vec<f32>,
+    dropped: Vec<f32>,
+    grad: Vec<f32>,
+}
+
+/// `[P, P̃]` of the kernels and the raw scores' gradient of `Σ P̃ ⊙ W`.
+fn kernels<B: AutodiffBackend>() -> Run {
+    let device = Default::default();
+    let n: usize = SHAPE.iter().product();
+    let x = Tensor::<B, 4>::from_data(TensorData::new(values(n, 31, 24.0), SHAPE), &device).require_grad();
+    let w = Tensor::<B, 4>::from_data(TensorData::new(values(n, 32, 1.0), SHAPE), &device);
+    let [b, _, q, k] = SHAPE;
+    let mask = Tensor::<B, 4, Bool>::from_data(TensorData::new(mask_values(), [b, 1, q, k]), &device);
+    let [weights, dropped] = attention_weights(x.clone(), Some(mask), SCALE, &DropoutConfig::new(P).init());
+    let grads = (dropped.clone() * w).sum().backward();
+    Run { weights: data(weights), dropped: data(dropped), grad: data(x.grad(&grads).unwrap()) }
+}
+
+/// The same through Burn's operations, with the mask `kept` (1 where kept) as a constant.
+fn composed<B: AutodiffBackend>(kept: &[f32]) -> Run {
+    let device = Default::default();
+    let n: usize = SHAPE.iter().product();
+    let x = Tensor::<B, 4>::from_data(TensorData::new(values(n, 31, 24.0), SHAPE), &device).require_grad();
+    let w = Tensor::<B, 4>::from_data(TensorData::new(values(n, 32, 1.0), SHAPE), &device);
+    let [b, _, q, k] = SHAPE;
+    let mask = Tensor::<B, 4, Bool>::from_data(TensorData::new(mask_values(), [b, 1, q, k]), &device);
+    let scores = x.clone().mul_scalar(SCALE).mask_fill(mask.expand(SHAPE), MASKED_SCORE);
+    let weights = burn::tensor::activation::softmax(scores, 3);
+    let m = Tensor::<B, 4>::from_data(TensorData::new(kept.to_vec(), SHAPE), &device);
+    let dropped = weights.clone() * m.mul_scalar(1.0 / (1.0 - P));
+    let grads = (dropped.clone() * w).sum().backward();
+    Run { weights: data(weights), dropped: data(dropped), grad: data(x.grad(&grads).unwrap()) }
+}
+
+fn case<B: AutodiffBackend>() {
+    let before = CALLS.load(Ordering::Relaxed);
+    let ours = kernels::<B>();
+    assert!(CALLS.load(Ordering::Relaxed) > before, "the kernels did not run");
+    // Each weight is dropped or kept and scaled: P̃ is 0 or P/keep.
+    let scale = (1.0 / (1.0 - P)) as f32;
+    for (i, (&p, &d)) in ours.weights.iter().zip(&ours.dropped).enumerate() {
+        assert!(d == 0.0 || d == p * scale, "P̃[{i}] = {d} is neither 0 nor P/keep = {}", p * scale);
+    }
+    let kept: Vec<f32> = ours.dropped.iter().map(|&d| if d > 0.0 { 1.0 } else { 0.0 }).collect();
+    let reference = composed::<B>(&kept);
+    close(&ours.weights, &reference.weights, 1e-5, "P");
+    close(&ours.dropped, &reference.dropped, 1e-5, "P̃");
+    close(&ours.grad, &reference.grad, 1e-5, "dX");
+    // The masked keys (a whole row among them) have no gradient; the drawn share is `keep`.
+    let masked = mask_values();
+    let [_, h, q, k] = SHAPE;
+    let at = |i: usize| (i / (h * q * k)) * q * k + (i % (q * k));
+    for (i, &g) in ours.grad.iter().enumerate() {
+        assert!(!masked[at(i)] || g == 0.0, "dX[{i}] = {g} at a masked key");
+    }
+    let live = ours.weights.iter().filter(|&&p| p > 0.0).count();
+    let share = ours.dropped.iter().filter(|&&d| d > 0.0).count() as f64 / live as f64;
+    assert!((share - (1.0 - P)).abs() < 0.02, "kept {share} of {live} weights, not about {}", 1.0 - P);
+}
+
+/// On both GPU backends (burn-fusion under `attention`), the kernels give the composed form's
+/// weights, dropped weights and gradient for the mask they drew, which keeps `1 − p` of them.
+#[test]
+fn attention_weights_kernels_give_the_composed_softmax_dropout_and_gradient_for_the_mask_they_drew() {
+    let _turn = serial();
+    TEST_GPU_KERNELS.with(|m| m.set(Some(GpuKernels::Attention)));
+    case::<Fused>();
+    case::<Unfused>();
+}
+
+fn drawn<B: AutodiffBackend>() -> Vec<f32> {
+    let device = Default::default();
+    let x = Tensor::<B, 4>::from_data(TensorData::new(values(4 * 64, 33, 1.0), [1, 2, 2, 64]), &device).require_grad();
+    let [_, dropped] = attention_weights(x, None, 1.0, &DropoutConfig::new(0.5).init());
+    data(dropped).iter().map(|&d| if d > 0.0 { 1.0 } else { 0.0 }).collect()
+}
+
+/// Every call draws a new mask; seeding the backend again draws the same masks again.
+#[test]
+fn attention_weights_kernels_draw_a_new_mask_each_call_and_the_same_ones_after_the_same_seed() {
+    let _turn = serial();
+    TEST_GPU_KERNELS.with(|m| m.set(Some(GpuKernels::Attention)));
+    let device = Default::default();
+    Fused::seed(&device, 11);
+    let (first, second) = (drawn::<Fused>(), drawn::<Fused>());
+    Fused::seed(&device, 11);
+    let again = drawn::<Fused>();
+    assert_ne!(first, second, "two calls drew the same mask");
+    assert_eq!(first, again, "the same seed drew another mask");
+}
+
+/// Under `auto` burn-fusion keeps the composed form and the backend without fusion takes the
+/// kernels; under `attention` and `all` both take them.
+#[test]
+fn attention_weights_take_the_kernels_without_fusion_by_default_and_under_fusion_when_asked() {
+    let _turn = serial();
+    let ran = |mode, run: fn() -> Vec<f32>| {
+        TEST_GPU_KERNELS.with(|m| m.set(Some(mode)));
+        let before = CALLS.load(Ordering::Relaxed);
+        run();
+        CALLS.load(Ordering::Relaxed) > before
+    };
+    assert!(!ran(GpuKernels::Unfused, drawn::<Fused>), "auto: burn-fusion ran the kernels");
+    assert!(ran(GpuKernels::Unfused, drawn::<Unfused>), "auto: wgpu-unfused kept the composed form");
+    assert!(ran(GpuKernels::Attention, drawn::<Fused>), "attention: burn-fusion kept the composed form");
+    assert!(ran(GpuKernels::All, drawn::<Fused>), "all: burn-fusion kept the composed form");
+    assert!(!ran(GpuKernels::Off, drawn::<Unfused>), "off: wgpu-unfused ran the kernels");
+}
+
+/// The draws' threshold is `keep·2³²`.
+#[test]
+fn the_draws_threshold_is_the_keep_share_of_two_to_the_32() {
+    assert_eq!(threshold(0.5), 1 << 31);
+    assert_eq!(threshold(0.75), 3 << 30);
+}
