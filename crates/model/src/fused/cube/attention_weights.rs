@@ -26,7 +26,7 @@ use burn_cubecl::CubeRuntime;
 use cubecl::prelude::*;
 
 use super::kernels::{cube_max, cube_sum};
-use super::{as_rows, empty, row_launch};
+use super::{as_rows, empty};
 use crate::mask::MASKED_SCORE;
 
 /// The "lowbias32" hash of `x` (Chris Wellons' hash-prospector): a bijection of `u32` whose
@@ -182,6 +182,18 @@ pub fn attention_weights_backward<F: Float, M: Numeric>(
     }
 }
 
+/// Units per row: one warp on NVIDIA, each unit every 32nd key (a warp's reads and writes
+/// contiguous), the sums in five halvings. On lavapipe, with rows of 256 keys, training ran at
+/// 1.19x the tokens/s this way than with a cube of 256 units and eight halvings (the other row
+/// kernels' `row_launch`), which had put the kernels 12% behind burn-fusion's composed form.
+const UNITS: usize = 32;
+
+/// One cube of [`UNITS`] per row of the `[rows, keys]` matrix `x`.
+fn warp_rows<R: CubeRuntime>(x: &CubeTensor<R>) -> (CubeCount, CubeDim) {
+    let dim = CubeDim::new_1d(UNITS as u32);
+    (cubecl::calculate_cube_count_elemwise(&x.client, x.shape()[0] * UNITS, dim), dim)
+}
+
 /// `keep·2³²` as the draws' threshold (`keep` in `(0, 1)`).
 pub(super) fn threshold(keep: f64) -> u32 {
     assert!(keep > 0.0 && keep < 1.0, "attention dropout keeps a share in (0, 1), not {keep}");
@@ -200,7 +212,7 @@ pub(super) fn forward<R: CubeRuntime>(
     let (x, shape) = as_rows(x);
     let key = into_contiguous(key);
     let (weights, dropped) = (empty(&x, x.shape()), empty(&x, x.shape()));
-    let (count, dim, units) = row_launch(&x);
+    let (count, dim) = warp_rows(&x);
     let has_mask = mask.is_some();
     // Without a mask the kernel still takes a tensor there (never read): `x` itself.
     let mask = mask.unwrap_or_else(|| x.clone());
@@ -219,7 +231,7 @@ pub(super) fn forward<R: CubeRuntime>(
         threshold(keep),
         (1.0 / keep) as f32,
         has_mask,
-        units,
+        UNITS,
         dtypes,
     );
     [weights, dropped].map(|t| burn_cubecl::ops::reshape(t, shape.clone()))
@@ -238,7 +250,7 @@ pub(super) fn backward<R: CubeRuntime>(
     let (weights, shape) = as_rows(weights);
     let ((dropped, _), (grad, _)) = (as_rows(dropped), as_rows(grad));
     let dx = empty(&weights, weights.shape());
-    let (count, dim, units) = row_launch(&weights);
+    let (count, dim) = warp_rows(&weights);
     let has_mask = mask.is_some();
     let mask = mask.unwrap_or_else(|| weights.clone());
     let dtypes = [weights.dtype.into(), mask.dtype.into()];
@@ -254,7 +266,7 @@ pub(super) fn backward<R: CubeRuntime>(
         scale as f32,
         (1.0 / keep) as f32,
         has_mask,
-        units,
+        UNITS,
         dtypes,
     );
     burn_cubecl::ops::reshape(dx, shape)
