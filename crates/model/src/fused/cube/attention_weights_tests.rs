@@ -43,14 +43,19 @@ struct Run {
     grad: Vec<f32>,
 }
 
-/// `[P, P̃]` of the kernels and the raw scores' gradient of `Σ P̃ ⊙ W`.
-fn kernels<B: AutodiffBackend>() -> Run {
+/// The raw scores (tracked), the weights of the output's sum, and the mask.
+fn inputs<B: AutodiffBackend>() -> (Tensor<B, 4>, Tensor<B, 4>, Tensor<B, 4, Bool>) {
     let device = Default::default();
     let n: usize = SHAPE.iter().product();
     let x = Tensor::<B, 4>::from_data(TensorData::new(values(n, 31, 24.0), SHAPE), &device).require_grad();
     let w = Tensor::<B, 4>::from_data(TensorData::new(values(n, 32, 1.0), SHAPE), &device);
     let [b, _, q, k] = SHAPE;
-    let mask = Tensor::<B, 4, Bool>::from_data(TensorData::new(mask_values(), [b, 1, q, k]), &device);
+    (x, w, Tensor::<B, 4, Bool>::from_data(TensorData::new(mask_values(), [b, 1, q, k]), &device))
+}
+
+/// `[P, P̃]` of the kernels and the raw scores' gradient of `Σ P̃ ⊙ W`.
+fn kernels<B: AutodiffBackend>() -> Run {
+    let (x, w, mask) = inputs::<B>();
     let [weights, dropped] = attention_weights(x.clone(), Some(mask), SCALE, &DropoutConfig::new(P).init());
     let grads = (dropped.clone() * w).sum().backward();
     Run { weights: data(weights), dropped: data(dropped), grad: data(x.grad(&grads).unwrap()) }
@@ -58,15 +63,10 @@ fn kernels<B: AutodiffBackend>() -> Run {
 
 /// The same through Burn's operations, with the mask `kept` (1 where kept) as a constant.
 fn composed<B: AutodiffBackend>(kept: &[f32]) -> Run {
-    let device = Default::default();
-    let n: usize = SHAPE.iter().product();
-    let x = Tensor::<B, 4>::from_data(TensorData::new(values(n, 31, 24.0), SHAPE), &device).require_grad();
-    let w = Tensor::<B, 4>::from_data(TensorData::new(values(n, 32, 1.0), SHAPE), &device);
-    let [b, _, q, k] = SHAPE;
-    let mask = Tensor::<B, 4, Bool>::from_data(TensorData::new(mask_values(), [b, 1, q, k]), &device);
+    let (x, w, mask) = inputs::<B>();
     let scores = x.clone().mul_scalar(SCALE).mask_fill(mask.expand(SHAPE), MASKED_SCORE);
     let weights = burn::tensor::activation::softmax(scores, 3);
-    let m = Tensor::<B, 4>::from_data(TensorData::new(kept.to_vec(), SHAPE), &device);
+    let m = Tensor::<B, 4>::from_data(TensorData::new(kept.to_vec(), SHAPE), &x.device());
     let dropped = weights.clone() * m.mul_scalar(1.0 / (1.0 - P));
     let grads = (dropped.clone() * w).sum().backward();
     Run { weights: data(weights), dropped: data(dropped), grad: data(x.grad(&grads).unwrap()) }
