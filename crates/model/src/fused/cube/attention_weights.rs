@@ -25,7 +25,7 @@ use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::CubeRuntime;
 use cubecl::prelude::*;
 
-use super::kernels::{cube_max, cube_sum};
+use super::kernels::{cube_max, cube_sum, mask_row};
 use super::{as_rows, empty};
 use crate::mask::MASKED_SCORE;
 
@@ -36,16 +36,6 @@ fn mix(x: u32) -> u32 {
     let x = (x ^ (x >> 16u32)) * 0x7feb_352du32;
     let x = (x ^ (x >> 15u32)) * 0x846c_a68bu32;
     x ^ (x >> 16u32)
-}
-
-/// The offset of row `row`'s entries in a mask viewed as `[batch, heads, queries, keys]`
-/// through its strides (rows being `(batch, head, query)`).
-#[cube]
-fn mask_row<M: Numeric>(mask: &Tensor<M>, row: usize) -> usize {
-    let queries = mask.shape(2);
-    let heads = mask.shape(1);
-    let (query, head, batch) = (row % queries, (row / queries) % heads, row / (queries * heads));
-    batch * mask.stride(0) + head * mask.stride(1) + query * mask.stride(2)
 }
 
 /// Whether key `c` of the row at `mask_base` is masked.

@@ -154,6 +154,16 @@ pub fn layer_norm_backward<F: Float>(
     }
 }
 
+/// The offset of row `row`'s entries in a mask viewed as `[batch, heads, queries, keys]`
+/// through its strides (rows being `(batch, head, query)`).
+#[cube]
+pub(super) fn mask_row<M: Numeric>(mask: &Tensor<M>, row: usize) -> usize {
+    let queries = mask.shape(2);
+    let heads = mask.shape(1);
+    let (query, head, batch) = (row % queries, (row / queries) % heads, row / (queries * heads));
+    batch * mask.stride(0) + head * mask.stride(1) + query * mask.stride(2)
+}
+
 /// The score in column `c` of the row at `base` of `x`: `masked_score` where `has_mask` and the
 /// mask (its row at `mask_base`) is set there.
 #[cube]
@@ -197,10 +207,7 @@ pub fn softmax_forward<F: Float, M: Numeric>(
     let (base, obase) = (row * x.stride(0), row * out.stride(0));
     let mut mask_base = 0;
     if comptime![has_mask] {
-        let queries = mask.shape(2);
-        let heads = mask.shape(1);
-        let (query, head, batch) = (row % queries, (row / queries) % heads, row / (queries * heads));
-        mask_base = batch * mask.stride(0) + head * mask.stride(1) + query * mask.stride(2);
+        mask_base = mask_row::<M>(mask, row);
     }
     let mut shared = SharedMemory::<f32>::new(units);
     let lse = log_sum_exp::<F, M>(x, mask, base, mask_base, d, masked_score, &mut shared, has_mask, units);
