@@ -10,7 +10,7 @@ use attend_train::config::RunConfig;
 use attend_train::tasks::{train_lm, LmValid};
 use attend_train::{Observer, RunOptions, Summary};
 
-mod common;
+use crate::common;
 use common::serial;
 
 type B = burn::backend::Autodiff<burn_ndarray::NdArray<f32>>;

@@ -9,7 +9,7 @@ use attend_train::config::RunConfig;
 use attend_train::tasks::train_lm;
 use attend_train::RunOptions;
 
-mod common;
+use crate::common;
 use common::serial;
 
 type B = burn::backend::Autodiff<burn_ndarray::NdArray<f32>>;

@@ -12,7 +12,7 @@ use attend_train::parallel::{devices, train_parallel, Fault, FaultKind, Parallel
 use attend_train::{Observer, RunOptions, Trained};
 use serde_json::Value;
 
-mod common;
+use crate::common;
 use common::serial;
 
 type B = burn::backend::Autodiff<burn_ndarray::NdArray<f32>>;

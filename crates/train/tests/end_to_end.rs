@@ -9,7 +9,7 @@ use attend_train::tasks::{train_lm, LmValid};
 use attend_train::{tfevents, Observer, RunOptions, Summary};
 use serde_json::Value;
 
-mod common;
+use crate::common;
 use common::{serial, tiny_lm_sets, StopAt};
 
 type B = burn::backend::Autodiff<burn_ndarray::NdArray<f32>>;

@@ -11,7 +11,7 @@ use attend_train::tasks::train_lm;
 use attend_train::RunOptions;
 use safetensors::SafeTensors;
 
-mod common;
+use crate::common;
 use common::serial;
 
 type B = burn::backend::Autodiff<burn_ndarray::NdArray<f32>>;

@@ -13,7 +13,7 @@ use attend_train::tasks::{train_lm, LmValid};
 use attend_train::{RunOptions, Summary};
 use burn::tensor::TensorData;
 
-mod common;
+use crate::common;
 use common::{serial, StopAt};
 
 type B = burn::backend::Autodiff<burn_ndarray::NdArray<f32>>;

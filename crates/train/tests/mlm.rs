@@ -16,7 +16,7 @@ use attend_train::{RunOptions, Summary};
 use burn::tensor::{Distribution, Int, Tensor, TensorData};
 use serde_json::Value;
 
-mod common;
+use crate::common;
 use common::{serial, StopAt};
 
 type B = burn::backend::Autodiff<burn_ndarray::NdArray<f32>>;

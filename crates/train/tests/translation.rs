@@ -10,7 +10,7 @@ use attend_train::tasks::train_mt;
 use attend_train::translate::{load_mt_run, translate, TranslateOptions};
 use attend_train::{Observer, RunOptions};
 
-mod common;
+use crate::common;
 use common::{serial, StopAt};
 
 type B = burn::backend::Autodiff<burn_ndarray::NdArray<f32>>;
