@@ -10,8 +10,9 @@
 # $GPU_DIR (default .gpu, with data/tinyshakespeare/input.txt and nanogpt_gpu_bench.py beside
 # it). A PART is a gpu_measure.sh part and its settings, joined by '+', e.g.
 #   kernels+BACKENDS=wgpu+KERNELS=auto+STEPS=100:300   peer:200   growth+GROWTH_STEPS=200:150
-# Where $GPU_DIR/../.gl holds Debian packages of the Vulkan loader, they are unpacked into /
-# first (a machine without libvulkan); the NVIDIA driver's Vulkan ICD is used when present.
+# Where $GPU_DIR/../.gl holds Debian packages of the Vulkan loader and GLVND (gpu_prepare.sh
+# downloads them), they are unpacked into / first: a machine with neither finds no adapter
+# (the NVIDIA driver's Vulkan ICD, used when present, needs GLVND's libraries as well).
 # Kernel caches go to $ATTEND_CACHE_DIR (default /tmp/attend-cache), so a later call on the
 # same machine starts warm. EXTRA (arguments for every training run) defaults to a short final
 # evaluation and no checkpoints; a part that sets EXTRA replaces that default for itself
@@ -22,12 +23,14 @@ LIMIT=${LIMIT:-570}
 GPU_DIR=${GPU_DIR:-.gpu}
 : "${OUT:?where results go}"
 here=$(cd "$(dirname "$0")" && pwd)
-if [ -d "$GPU_DIR/../.gl" ] && ! ldconfig -p | grep -q libvulkan; then
+if [ -d "$GPU_DIR/../.gl" ]; then
   for f in "$GPU_DIR"/../.gl/*.deb; do dpkg -x "$f" /; done
   ldconfig
 fi
 icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 [ -f "$icd" ] && export VK_DRIVER_FILES=$icd
+egl=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+[ -f "$egl" ] && export __EGL_VENDOR_LIBRARY_FILENAMES=$egl
 runner=$1
 shift
 if [ ! -x "/tmp/$runner" ]; then

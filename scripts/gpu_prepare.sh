@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Prepares, on this machine (with Rust and ../shared), what one call of the device tool needs to
 # run scripts/gpu_parts.sh on a GPU machine with no Rust: a stripped, xz-packed runner, tiny
-# Shakespeare and the PyTorch peer in .gpu/, the Vulkan loader's Debian packages in .gl/, both
-# folders in .git/info/exclude. It ends by printing the call to make (docs/benchmarks.md has the
+# Shakespeare and the PyTorch peer in .gpu/, the Debian packages of the Vulkan loader and of
+# GLVND in .gl/ (the NVIDIA driver's Vulkan ICD finds no adapter without GLVND's libraries;
+# the loader alone failed on an H200), both folders in .git/info/exclude. It ends by printing the call to make (docs/benchmarks.md has the
 # figures earlier calls took; the device README the loader's steps).
 #
 #   scripts/gpu_prepare.sh [RUNNER] [FEATURES]
@@ -34,11 +35,16 @@ xz -9 -T0 -f ".gpu/$runner"
 install -m 0644 "$text" .gpu/data/tinyshakespeare/input.txt
 install -m 0644 "$peer" .gpu/nanogpt_gpu_bench.py
 
-if ! ls .gl/libvulkan1_*.deb >/dev/null 2>&1; then
+loaders=(libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2)
+missing=()
+for p in "${loaders[@]}"; do
+  ls .gl/"${p}"_*.deb >/dev/null 2>&1 || missing+=("$p")
+done
+if ((${#missing[@]})); then
   mkdir -p .gl /tmp/amd64/partial
   apt_amd64=(-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64)
   apt-get "${apt_amd64[@]}" update >/dev/null
-  (cd .gl && apt-get "${apt_amd64[@]}" download libvulkan1)
+  (cd .gl && apt-get "${apt_amd64[@]}" download "${missing[@]}")
 fi
 
 # The device tool carries at most 64 MiB of ignored paths in all.

@@ -4,13 +4,23 @@
 //! along `k` (8 or 16). Every unit keeps an 8 × 8 block of `C` in registers, so a 128 × 128
 //! tile takes 256 units, 128 × 64 and 64 × 128 take 128, 64 × 64 takes 64.
 //!
-//! `auto` takes `128x128x8`, the form measured on an H200 (docs/benchmarks.md, "Our product
-//! kernel on the H200"), except for products of at most 64 columns, which take `128x64x8`:
-//! attention's context product `P·V` and three of its gradients (`[256 × 256]·[256 × 64]` a
-//! head in nanoGPT's GPU configuration) filled half of a 128-wide tile, so that half the
-//! kernel's multiply-adds were of zeros. The other tiles are there to be timed against these
-//! on a GPU (`cargo xtask bench products` times every tile): a deeper step halves the
-//! synchronizations of a long `k`, a smaller tile gives a small product more cubes.
+//! `auto` (the default) chooses by the product's shape, as `bench products` timed every tile
+//! on an H200 (docs/benchmarks.md, "Product tiles on the H200"):
+//! - at most 64 columns: `128x64x8` ([`ProductTile::NARROW`]). Attention's context product
+//!   `P·V` and three of its gradients (`[256 × 256]·[256 × 64]` a head in nanoGPT's GPU
+//!   configuration) fill half of a 128-wide tile, half the multiply-adds of zeros: 0.44-0.66
+//!   ms with it against 0.85-1.18 with `128x128x8`.
+//! - a sum over at most 64 (attention's scores `Q·Kᵀ` and `dP = dC·Vᵀ`, a head's 64 wide):
+//!   `128x128x8` ([`ProductTile::DEFAULT`]), 0.77 and 0.82 ms against 0.82 for `64x128x8`.
+//! - the rest (the linear maps, their input gradients, their weight gradients' row slices):
+//!   `64x128x8` ([`ProductTile::HALF_ROWS`]): faster in 11 of the 12 products of nanoGPT's
+//!   linear maps (1.9x for the second MLP map's weight gradient; 8% slower for the output
+//!   map's, 65 columns); nanoGPT's GPU configuration trained at 1.088x the tokens/s it had
+//!   with `128x128x8` for these, the same losses.
+//!
+//! The other tiles are there to be timed against these on a GPU (`cargo xtask bench products`
+//! times every tile): a deeper step halves the synchronizations of a long `k`, a smaller tile
+//! gives a small product more cubes.
 
 use std::cell::Cell;
 use std::sync::OnceLock;
@@ -27,12 +37,15 @@ pub struct ProductTile {
 }
 
 impl ProductTile {
-    /// `128x128x8`: the tile measured on the H200, `auto`'s for products of more than 64
-    /// columns.
+    /// `128x128x8`: the kernel's first tile, `auto`'s for products of more than 64 columns
+    /// summed over at most 64.
     pub const DEFAULT: ProductTile = ProductTile { rows: 128, cols: 128, depth: 8 };
 
     /// `128x64x8`: `auto`'s for products of at most 64 columns.
     pub const NARROW: ProductTile = ProductTile { rows: 128, cols: 64, depth: 8 };
+
+    /// `64x128x8`: `auto`'s for products of more than 64 columns summed over more than 64.
+    pub const HALF_ROWS: ProductTile = ProductTile { rows: 64, cols: 128, depth: 8 };
 
     /// Every tile the kernel takes, the default first.
     pub const ALL: [ProductTile; 8] = [
@@ -40,7 +53,7 @@ impl ProductTile {
         ProductTile { rows: 128, cols: 128, depth: 16 },
         ProductTile::NARROW,
         ProductTile { rows: 128, cols: 64, depth: 16 },
-        ProductTile { rows: 64, cols: 128, depth: 8 },
+        ProductTile::HALF_ROWS,
         ProductTile { rows: 64, cols: 128, depth: 16 },
         ProductTile { rows: 64, cols: 64, depth: 8 },
         ProductTile { rows: 64, cols: 64, depth: 16 },
@@ -69,19 +82,21 @@ impl ProductTile {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TileChoice {
     /// `auto` (the default): [`ProductTile::NARROW`] for products of at most 64 columns,
-    /// [`ProductTile::DEFAULT`] for the others.
+    /// [`ProductTile::DEFAULT`] for wider ones summed over at most 64, [`ProductTile::HALF_ROWS`]
+    /// for the others.
     Auto,
     /// One tile for every product.
     Fixed(ProductTile),
 }
 
 impl TileChoice {
-    /// The tile a product of `cols` columns takes.
-    pub fn for_columns(self, cols: usize) -> ProductTile {
+    /// The tile a product of `cols` columns, each a sum over `depth` (its `k`), takes.
+    pub fn for_product(self, cols: usize, depth: usize) -> ProductTile {
         match self {
             TileChoice::Fixed(tile) => tile,
             TileChoice::Auto if cols <= 64 => ProductTile::NARROW,
-            TileChoice::Auto => ProductTile::DEFAULT,
+            TileChoice::Auto if depth <= 64 => ProductTile::DEFAULT,
+            TileChoice::Auto => ProductTile::HALF_ROWS,
         }
     }
 
@@ -178,13 +193,16 @@ mod tests {
     }
 
     #[test]
-    fn auto_takes_the_narrow_tile_for_at_most_64_columns_and_a_fixed_tile_takes_every_product() {
-        assert_eq!(TileChoice::Auto.for_columns(64), ProductTile::NARROW);
-        assert_eq!(TileChoice::Auto.for_columns(1), ProductTile::NARROW);
-        assert_eq!(TileChoice::Auto.for_columns(65), ProductTile::DEFAULT);
+    fn auto_takes_narrow_for_64_columns_default_for_short_sums_half_rows_else_and_fixed_everywhere() {
+        assert_eq!(TileChoice::Auto.for_product(64, 256), ProductTile::NARROW);
+        assert_eq!(TileChoice::Auto.for_product(1, 16384), ProductTile::NARROW);
+        assert_eq!(TileChoice::Auto.for_product(256, 64), ProductTile::DEFAULT);
+        assert_eq!(TileChoice::Auto.for_product(65, 1), ProductTile::DEFAULT);
+        assert_eq!(TileChoice::Auto.for_product(65, 65), ProductTile::HALF_ROWS);
+        assert_eq!(TileChoice::Auto.for_product(1536, 384), ProductTile::HALF_ROWS);
         let deep = ProductTile::ALL[1];
-        assert_eq!(TileChoice::Fixed(deep).for_columns(64), deep);
-        assert_eq!(TileChoice::Fixed(deep).for_columns(1152), deep);
+        assert_eq!(TileChoice::Fixed(deep).for_product(64, 64), deep);
+        assert_eq!(TileChoice::Fixed(deep).for_product(1152, 384), deep);
     }
 
     #[test]

@@ -85,11 +85,12 @@ pub(in crate::fused) fn ours_on(kernels: &Kernels) -> bool {
     }
 }
 
-/// Whether our kernel's grid holds a product of `rows × cols` outputs per matrix and `batch`
-/// matrices: a cube per tile's columns, per tile's rows (the tile `ATTEND_GPU_TILE` gives it), and per matrix
-/// along its three axes, each at most 65,535 (Vulkan's guaranteed minimum).
-fn fits(rows: usize, cols: usize, batch: usize) -> bool {
-    let tile = super::product_tile().for_columns(cols);
+/// Whether our kernel's grid holds a product of `rows × cols` outputs per matrix, each a sum
+/// over `depth`, and `batch` matrices: a cube per tile's columns, per tile's rows (the tile
+/// `ATTEND_GPU_TILE` gives it), and per matrix along its three axes, each at most 65,535
+/// (Vulkan's guaranteed minimum).
+fn fits(rows: usize, cols: usize, depth: usize, batch: usize) -> bool {
+    let tile = super::product_tile().for_product(cols, depth);
     rows.div_ceil(tile.rows) <= 65_535 && cols.div_ceil(tile.cols) <= 65_535 && batch <= 65_535
 }
 
@@ -210,9 +211,9 @@ fn takes_ours<B: Backend, const D: usize>(kernels: &Kernels, a: &Tensor<B, D>, b
     let (da, db) = (a.dims(), b.dims());
     let (batch, alike) = batch_of(&da, &db);
     // An empty product (no rows, columns or matrices) is Burn's: the kernel's grid would be empty.
-    let (rows, cols) = (da[D - 2], db[D - 1]);
+    let (rows, cols, depth) = (da[D - 2], db[D - 1], da[D - 1]);
     let empty = rows == 0 || cols == 0 || batch == 0;
-    (alike || !kernels.is_autodiff()) && !empty && fits(rows, cols, batch)
+    (alike || !kernels.is_autodiff()) && !empty && fits(rows, cols, depth, batch)
 }
 
 /// `a·b` by `K::fused_product` for the backend `kernels` names (`B` itself).

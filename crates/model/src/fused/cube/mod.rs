@@ -358,7 +358,8 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> FusedOps f
         counted();
         let b = alike::<R, F, I, BT>(b, &a);
         let cols = b.meta.shape()[b.meta.num_dims() - 1];
-        product_launch::product(a, b, crate::fused::product_tile().for_columns(cols))
+        let depth = a.meta.shape()[a.meta.num_dims() - 1];
+        product_launch::product(a, b, crate::fused::product_tile().for_product(cols, depth))
     }
 
     fn fused_squared_norm(tensors: Vec<FloatTensor<Self>>) -> FloatTensor<Self> {

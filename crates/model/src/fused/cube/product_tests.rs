@@ -209,9 +209,9 @@ fn our_product_kernel_on_wgpu_equals_cpu_products_for_every_layout_and_ragged_sh
 /// step, each operand plain or transposed, two batch axes with an operand shared, sizes of four
 /// (read and written as vectors); and burn-fusion's product operation, which runs when the
 /// stream is flushed, runs under the tile in force when it was registered, not the one at
-/// the flush; `auto` takes the narrow tile for at most 64 columns.
+/// the flush; `auto` takes its tile by the product's columns and the length of its sums.
 #[test]
-fn every_product_tile_on_wgpu_equals_cpu_products_fusion_keeps_the_registered_tile_and_auto_narrows_64_columns() {
+fn every_product_tile_on_wgpu_equals_cpu_products_fusion_keeps_the_registered_tile_and_auto_picks_by_shape() {
     use crate::fused::products::CHOICE;
     use crate::fused::{with_product_tile, GpuProducts, ProductTile, TileChoice};
 
@@ -245,12 +245,16 @@ fn every_product_tile_on_wgpu_equals_cpu_products_fusion_keeps_the_registered_ti
     close(&data(c), &reference, 1e-5, "registered under 128x64x16, flushed after");
     assert_eq!(*super::product_launch::LAST_TILE.lock().unwrap(), Some(narrow), "the tile at registration");
 
-    // `auto`: the narrow tile for at most 64 columns (attention's context), else the default.
-    for (cols, tile) in [(64, ProductTile::NARROW), (65, ProductTile::DEFAULT)] {
+    // `auto`: the narrow tile for at most 64 columns (attention's context), the default for
+    // wider products summed over at most 64 (attention's scores), half the rows for the rest.
+    for (cols, depth, tile) in
+        [(64, 65, ProductTile::NARROW), (65, 64, ProductTile::DEFAULT), (65, 65, ProductTile::HALF_ROWS)]
+    {
         with_product_tile(TileChoice::Auto, || {
-            check(&format!("auto, {cols} columns"), [m, k], [k, cols], (false, false))
+            check(&format!("auto, {cols} columns over {depth}"), [m, depth], [depth, cols], (false, false))
         });
-        assert_eq!(*super::product_launch::LAST_TILE.lock().unwrap(), Some(tile), "auto at {cols} columns");
+        let ran = *super::product_launch::LAST_TILE.lock().unwrap();
+        assert_eq!(ran, Some(tile), "auto at {cols} columns over {depth}");
     }
     CHOICE.with(|p| p.set(None));
 }
