@@ -4,8 +4,8 @@
 //! `dP̃`: `dP = dP̃ ⊙ m / keep`, `dX = s·P ⊙ (dP − Σ_keys dP ⊙ P)`, 0 at masked keys. `P` is
 //! handed out for heat maps (untracked, as [`super::attention`]'s), `P̃` goes on to `P̃·V`.
 //!
-//! On the GPU backends with kernels (`ATTEND_GPU_KERNELS`: without burn-fusion under `auto`,
-//! with it under `attention` and `all`) it is one CubeCL row kernel each way
+//! On the GPU backends with kernels (`ATTEND_GPU_KERNELS`: with burn-fusion or without under
+//! `auto`, `attention` and `all`; only without it under `composed`) it is one CubeCL row kernel each way
 //! (`cube/attention_weights.rs`, which draws `m` from a key and says why the backward needs
 //! no draw). Everywhere else, the CPU included, it is [`composed`]: the scale, the mask,
 //! [`softmax_last`] and [`dropout`](super::dropout), the operations attention ran before, with

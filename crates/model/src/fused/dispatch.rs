@@ -1,9 +1,10 @@
 //! Which backend has kernels: [`Kernels::of`] tells by type, at run time, and [`on_kernels!`]
 //! runs a fused operation with that backend named, or its composed form; which GPU backends
 //! take the CubeCL kernels is [`GpuKernels`] (`ATTEND_GPU_KERNELS`). Where a GPU backend with
-//! burn-fusion takes none (`auto`), [`Kernels::tracked`] still names its autodiff backend, so
-//! that LayerNorm, softmax, attention, the cross-entropy and the linear maps run composed of
-//! Burn's operations as one autodiff step each, with a backward of their own.
+//! burn-fusion takes none of the row kernels (`auto`, `composed`), [`Kernels::tracked`] still
+//! names its autodiff backend, so that LayerNorm, softmax, attention, the cross-entropy and
+//! the linear maps run composed of Burn's operations as one autodiff step each, with a
+//! backward of their own.
 
 use core::any::Any;
 
@@ -46,17 +47,17 @@ impl Kernels {
     /// (docs/benchmarks.md, "Operations per step on the GPU").
     pub(super) fn for_updates<B: 'static>() -> Kernels {
         match gpu_kernels() {
-            GpuKernels::Unfused | GpuKernels::Attention => Self::under::<B>(GpuKernels::All),
+            GpuKernels::Unfused | GpuKernels::Composed | GpuKernels::Attention => Self::under::<B>(GpuKernels::All),
             mode => Self::under::<B>(mode),
         }
     }
 
     /// Which backend with kernels `B` is for attention's weights with dropout
-    /// ([`crate::fused::attention_weights`]): as [`Kernels::of`], and under `attention` the
-    /// GPU backends with burn-fusion too.
+    /// ([`crate::fused::attention_weights`]): as [`Kernels::of`], and under `auto` and
+    /// `attention` the GPU backends with burn-fusion too.
     pub(super) fn for_attention_weights<B: 'static>() -> Kernels {
         match gpu_kernels() {
-            GpuKernels::Attention => Self::under::<B>(GpuKernels::All),
+            GpuKernels::Unfused | GpuKernels::Attention => Self::under::<B>(GpuKernels::All),
             mode => Self::under::<B>(mode),
         }
     }
@@ -77,9 +78,13 @@ impl Kernels {
     fn tracked_of<B: 'static>() -> Kernels {
         match (gpu_kernels(), Self::gpu::<B>(GpuKernels::All)) {
             #[cfg(feature = "wgpu")]
-            (GpuKernels::Unfused | GpuKernels::Attention, kernels @ Kernels::WgpuAutodiff) => kernels,
+            (GpuKernels::Unfused | GpuKernels::Composed | GpuKernels::Attention, kernels @ Kernels::WgpuAutodiff) => {
+                kernels
+            }
             #[cfg(feature = "cuda")]
-            (GpuKernels::Unfused | GpuKernels::Attention, kernels @ Kernels::CudaAutodiff) => kernels,
+            (GpuKernels::Unfused | GpuKernels::Composed | GpuKernels::Attention, kernels @ Kernels::CudaAutodiff) => {
+                kernels
+            }
             _ => Kernels::None,
         }
     }
@@ -98,7 +103,7 @@ impl Kernels {
         let kernels = Self::cuda::<B>().or_else(Self::wgpu::<B>);
         match (mode, kernels) {
             (GpuKernels::Off, _) => Kernels::None,
-            (GpuKernels::Unfused | GpuKernels::Attention, Some((_, true))) => Kernels::None,
+            (GpuKernels::Unfused | GpuKernels::Composed | GpuKernels::Attention, Some((_, true))) => Kernels::None,
             (_, Some((kernels, _))) => kernels,
             (_, None) => Kernels::None,
         }
@@ -153,30 +158,37 @@ pub enum GpuKernels {
     /// `auto` (the default): the backends without burn-fusion, where the kernels were measured
     /// faster than the composed form; under fusion the composed form, which burn-fusion fuses
     /// (on lavapipe the kernels' custom operations cost more than they save: docs/benchmarks.md),
-    /// each operation one autodiff step with its own backward ([`Kernels::tracked`]).
+    /// each operation one autodiff step with its own backward ([`Kernels::tracked`]), except
+    /// attention's weights with dropout, which take their two kernels there too: on an H200
+    /// they trained nanoGPT's GPU configuration at 1.026x the composed form's tokens/s
+    /// (docs/benchmarks.md, "Product tiles on the H200").
     Unfused,
+    /// `composed`: as `auto`, but attention's weights with dropout composed under burn-fusion
+    /// as well (what `auto` was until the thirty-fifth session; their masks then come from
+    /// Burn's generator).
+    Composed,
     /// `all`: every GPU backend, under burn-fusion as custom operations of its stream.
     All,
     /// `off`: none; every fused operation on a GPU is composed of Burn's operations.
     Off,
-    /// `attention`: as `auto`, but attention's weights are our kernels under burn-fusion too:
-    /// without dropout the masked softmax (a custom operation between attention's two
-    /// products, and its backward likewise), with dropout the softmax and the dropout in one
-    /// row kernel each way ([`crate::fused::attention_weights`]). On an H200 burn-fusion's
-    /// fused reduction of the composed softmax took 0.78 ms a layer (one unit per row of the
-    /// scores): the mode is there to time that choice.
+    /// `attention`: as `auto`, and attention without dropout takes its masked softmax kernel
+    /// under burn-fusion too (a custom operation between attention's two products, and its
+    /// backward likewise). On an H200 that changed nothing (docs/benchmarks.md, "Our product
+    /// kernel on the H200"); until the thirty-fifth session this was also the one setting
+    /// that put attention's weights with dropout ([`crate::fused::attention_weights`]) in
+    /// our kernels under fusion, which `auto` now does.
     Attention,
 }
 
 /// The values `ATTEND_GPU_KERNELS` takes, for its errors.
-const EXPECTED: &str = "auto (the default), all, attention or off";
+const EXPECTED: &str = "auto (the default), all, attention, composed or off";
 
 /// `ATTEND_GPU_KERNELS` read: unset, or a value [`parse_gpu_kernels`] takes.
 pub fn gpu_kernels_from_env() -> Result<GpuKernels, String> {
     crate::env_switch::read("ATTEND_GPU_KERNELS", GpuKernels::Unfused, EXPECTED, parse_gpu_kernels)
 }
 
-/// A value of `ATTEND_GPU_KERNELS`: `auto` (or empty), `all`, `attention`, `off`; anything else is an error
+/// A value of `ATTEND_GPU_KERNELS`: `auto` (or empty), `all`, `attention`, `composed`, `off`; anything else is an error
 /// that names the variable and the values it takes.
 pub fn parse_gpu_kernels(value: &str) -> Result<GpuKernels, String> {
     let choices = [
@@ -185,6 +197,7 @@ pub fn parse_gpu_kernels(value: &str) -> Result<GpuKernels, String> {
         ("all", GpuKernels::All),
         ("off", GpuKernels::Off),
         ("attention", GpuKernels::Attention),
+        ("composed", GpuKernels::Composed),
     ];
     crate::env_switch::parse("ATTEND_GPU_KERNELS", value, &choices, EXPECTED)
 }
@@ -317,12 +330,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn gpu_kernels_setting_takes_auto_all_attention_off_and_names_the_variable_on_anything_else() {
+    fn gpu_kernels_setting_takes_auto_all_attention_composed_off_and_names_the_variable_on_anything_else() {
         assert_eq!(parse_gpu_kernels(""), Ok(GpuKernels::Unfused));
         assert_eq!(parse_gpu_kernels(" auto "), Ok(GpuKernels::Unfused));
         assert_eq!(parse_gpu_kernels("all"), Ok(GpuKernels::All));
         assert_eq!(parse_gpu_kernels("off"), Ok(GpuKernels::Off));
         assert_eq!(parse_gpu_kernels("attention"), Ok(GpuKernels::Attention));
+        assert_eq!(parse_gpu_kernels("composed"), Ok(GpuKernels::Composed));
         let error = parse_gpu_kernels("1").unwrap_err();
         assert!(error.contains("ATTEND_GPU_KERNELS") && error.contains("auto") && error.contains("\"1\""), "{error}");
     }

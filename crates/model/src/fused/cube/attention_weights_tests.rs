@@ -129,10 +129,11 @@ fn attention_weights_kernels_draw_a_new_mask_each_call_and_the_same_ones_after_t
     assert_eq!(first, again, "the same seed drew another mask");
 }
 
-/// Under `auto` burn-fusion keeps the composed form and the backend without fusion takes the
-/// kernels; under `attention` and `all` both take them.
+/// Under `auto`, `attention` and `all` both GPU backends take the kernels; under `composed`
+/// burn-fusion keeps the composed form and the backend without fusion takes the kernels; `off`
+/// takes none.
 #[test]
-fn attention_weights_take_the_kernels_without_fusion_by_default_and_under_fusion_when_asked() {
+fn attention_weights_take_the_kernels_on_both_gpu_backends_by_default_and_composed_under_fusion_when_asked() {
     let _turn = serial();
     let ran = |mode, run: fn() -> Vec<f32>| {
         TEST_GPU_KERNELS.with(|m| m.set(Some(mode)));
@@ -140,8 +141,10 @@ fn attention_weights_take_the_kernels_without_fusion_by_default_and_under_fusion
         run();
         CALLS.load(Ordering::Relaxed) > before
     };
-    assert!(!ran(GpuKernels::Unfused, drawn::<Fused>), "auto: burn-fusion ran the kernels");
+    assert!(ran(GpuKernels::Unfused, drawn::<Fused>), "auto: burn-fusion kept the composed form");
     assert!(ran(GpuKernels::Unfused, drawn::<Unfused>), "auto: wgpu-unfused kept the composed form");
+    assert!(!ran(GpuKernels::Composed, drawn::<Fused>), "composed: burn-fusion ran the kernels");
+    assert!(ran(GpuKernels::Composed, drawn::<Unfused>), "composed: wgpu-unfused kept the composed form");
     assert!(ran(GpuKernels::Attention, drawn::<Fused>), "attention: burn-fusion kept the composed form");
     assert!(ran(GpuKernels::All, drawn::<Fused>), "all: burn-fusion kept the composed form");
     assert!(!ran(GpuKernels::Off, drawn::<Unfused>), "off: wgpu-unfused ran the kernels");
