@@ -39,12 +39,11 @@ fn mix(x: u32) -> u32 {
     x ^ (x >> 16u32)
 }
 
-/// The sum over a row's [`UNITS`] units of `value` (one per unit), returned to each of them:
-/// five halvings in the row's own [`UNITS`] words of `shared`, every unit of the cube at every
-/// synchronization (rows past the end too), so the rows of one cube do not wait on each other
-/// more than the barriers make them.
+/// The sum (or, `max`, the maximum) over a row's [`UNITS`] units of `value` (one per unit),
+/// returned to each of them: five halvings in the row's own [`UNITS`] words of `shared`, every
+/// unit of the cube at every synchronization (rows past the end too).
 #[cube]
-fn row_sum(value: f32, shared: &mut SharedMemory<f32>) -> f32 {
+fn row_reduce(value: f32, shared: &mut SharedMemory<f32>, #[comptime] max: bool) -> f32 {
     let lane = UNIT_POS_X as usize;
     let at = UNIT_POS_Y as usize * CUBE_DIM_X as usize;
     shared[at + lane] = value;
@@ -52,27 +51,12 @@ fn row_sum(value: f32, shared: &mut SharedMemory<f32>) -> f32 {
     let mut half = CUBE_DIM_X as usize / 2;
     while half > 0 {
         if lane < half {
-            shared[at + lane] = shared[at + lane] + shared[at + lane + half];
-        }
-        sync_cube();
-        half /= 2;
-    }
-    let total = shared[at];
-    sync_cube();
-    total
-}
-
-/// The maximum over a row's units of `value`, as [`row_sum`].
-#[cube]
-fn row_max(value: f32, shared: &mut SharedMemory<f32>) -> f32 {
-    let lane = UNIT_POS_X as usize;
-    let at = UNIT_POS_Y as usize * CUBE_DIM_X as usize;
-    shared[at + lane] = value;
-    sync_cube();
-    let mut half = CUBE_DIM_X as usize / 2;
-    while half > 0 {
-        if lane < half {
-            shared[at + lane] = f32::max(shared[at + lane], shared[at + lane + half]);
+            let (a, b) = (shared[at + lane], shared[at + lane + half]);
+            let mut both = a + b;
+            if comptime![max] {
+                both = f32::max(a, b);
+            }
+            shared[at + lane] = both;
         }
         sync_cube();
         half /= 2;
@@ -141,7 +125,7 @@ pub fn attention_weights_forward<F: Float, M: Numeric, I: Numeric>(
         top = f32::max(top, s);
         c += CUBE_DIM_X as usize;
     }
-    let top = row_max(top, &mut shared);
+    let top = row_reduce(top, &mut shared, true);
     let mut sum = 0.0f32;
     c = UNIT_POS_X as usize;
     while c < d {
@@ -152,7 +136,7 @@ pub fn attention_weights_forward<F: Float, M: Numeric, I: Numeric>(
         sum += f32::exp(s - top);
         c += CUBE_DIM_X as usize;
     }
-    let sum = row_sum(sum, &mut shared);
+    let sum = row_reduce(sum, &mut shared, false);
     let (k0, k1) = (u32::cast_from(key[0]), u32::cast_from(key[key.stride(0)]));
     c = UNIT_POS_X as usize;
     while c < d {
@@ -204,7 +188,7 @@ pub fn attention_weights_backward<F: Float, M: Numeric>(
         dot += dp * f32::cast_from(weights[base + c]);
         c += CUBE_DIM_X as usize;
     }
-    let dot = row_sum(dot, &mut shared);
+    let dot = row_reduce(dot, &mut shared, false);
     c = UNIT_POS_X as usize;
     while c < d {
         let mut dp = 0.0f32;
