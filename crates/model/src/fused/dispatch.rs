@@ -1,8 +1,8 @@
 //! Which backend has kernels: [`Kernels::of`] tells by type, at run time, and [`on_kernels!`]
 //! runs a fused operation with that backend named, or its composed form; which GPU backends
 //! take the CubeCL kernels is [`GpuKernels`] (`ATTEND_GPU_KERNELS`). Where a GPU backend with
-//! burn-fusion takes none of the row kernels (`auto`, `composed`), [`Kernels::tracked`] still
-//! names its autodiff backend, so that LayerNorm, softmax, attention, the cross-entropy and
+//! burn-fusion takes none of the row kernels (`composed`; `auto` but for attention's weights
+//! with dropout), [`Kernels::tracked`] still names its autodiff backend, so that LayerNorm, softmax, attention, the cross-entropy and
 //! the linear maps run composed of Burn's operations as one autodiff step each, with a
 //! backward of their own.
 
