@@ -11,8 +11,8 @@
 # it). A PART is a gpu_measure.sh part and its settings, joined by '+', e.g.
 #   kernels+BACKENDS=wgpu+KERNELS=auto+STEPS=100:300   peer:200   growth+GROWTH_STEPS=200:150
 # Where $GPU_DIR/../.gl holds Debian packages of the Vulkan loader and GLVND (gpu_prepare.sh
-# downloads them), they are unpacked into / first: a machine with neither finds no adapter
-# (the NVIDIA driver's Vulkan ICD, used when present, needs GLVND's libraries as well).
+# downloads them), they are unpacked into / first, and the NVIDIA driver's Vulkan ICD and EGL
+# vendor file are named when present: with the loader alone an H200 found no adapter.
 # Kernel caches go to $ATTEND_CACHE_DIR (default /tmp/attend-cache), so a later call on the
 # same machine starts warm. EXTRA (arguments for every training run) defaults to a short final
 # evaluation and no checkpoints; a part that sets EXTRA replaces that default for itself

@@ -2,9 +2,9 @@
 # Prepares, on this machine (with Rust and ../shared), what one call of the device tool needs to
 # run scripts/gpu_parts.sh on a GPU machine with no Rust: a stripped, xz-packed runner, tiny
 # Shakespeare and the PyTorch peer in .gpu/, the Debian packages of the Vulkan loader and of
-# GLVND in .gl/ (the NVIDIA driver's Vulkan ICD finds no adapter without GLVND's libraries;
-# the loader alone failed on an H200), both folders in .git/info/exclude. It ends by printing the call to make (docs/benchmarks.md has the
-# figures earlier calls took; the device README the loader's steps).
+# GLVND in .gl/ (the device README's list: with the loader alone an H200 found no adapter, with
+# these it did), both folders in .git/info/exclude. It ends by printing the call to make
+# (docs/benchmarks.md has the figures earlier calls took; the device README the loader's steps).
 #
 #   scripts/gpu_prepare.sh [RUNNER] [FEATURES]
 #
