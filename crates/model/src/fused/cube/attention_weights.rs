@@ -26,7 +26,7 @@ use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::CubeRuntime;
 use cubecl::prelude::*;
 
-use super::kernels::mask_row;
+use super::kernels::{cube_max, cube_sum, mask_row};
 use super::{as_rows, empty};
 use crate::mask::MASKED_SCORE;
 
@@ -37,33 +37,6 @@ fn mix(x: u32) -> u32 {
     let x = (x ^ (x >> 16u32)) * 0x7feb_352du32;
     let x = (x ^ (x >> 15u32)) * 0x846c_a68bu32;
     x ^ (x >> 16u32)
-}
-
-/// The sum (or, `max`, the maximum) over a row's [`UNITS`] units of `value` (one per unit),
-/// returned to each of them: five halvings in the row's own [`UNITS`] words of `shared`, every
-/// unit of the cube at every synchronization (rows past the end too).
-#[cube]
-fn row_reduce(value: f32, shared: &mut SharedMemory<f32>, #[comptime] max: bool) -> f32 {
-    let lane = UNIT_POS_X as usize;
-    let at = UNIT_POS_Y as usize * CUBE_DIM_X as usize;
-    shared[at + lane] = value;
-    sync_cube();
-    let mut half = CUBE_DIM_X as usize / 2;
-    while half > 0 {
-        if lane < half {
-            let (a, b) = (shared[at + lane], shared[at + lane + half]);
-            let mut both = a + b;
-            if comptime![max] {
-                both = f32::max(a, b);
-            }
-            shared[at + lane] = both;
-        }
-        sync_cube();
-        half /= 2;
-    }
-    let total = shared[at];
-    sync_cube();
-    total
 }
 
 /// This unit's row of the `rows`, and the keys it walks: `d`, or none past the last row (whose
@@ -125,7 +98,7 @@ pub fn attention_weights_forward<F: Float, M: Numeric, I: Numeric>(
         top = f32::max(top, s);
         c += CUBE_DIM_X as usize;
     }
-    let top = row_reduce(top, &mut shared, true);
+    let top = cube_max(top, &mut shared);
     let mut sum = 0.0f32;
     c = UNIT_POS_X as usize;
     while c < d {
@@ -136,7 +109,7 @@ pub fn attention_weights_forward<F: Float, M: Numeric, I: Numeric>(
         sum += f32::exp(s - top);
         c += CUBE_DIM_X as usize;
     }
-    let sum = row_reduce(sum, &mut shared, false);
+    let sum = cube_sum(sum, &mut shared);
     let (k0, k1) = (u32::cast_from(key[0]), u32::cast_from(key[key.stride(0)]));
     c = UNIT_POS_X as usize;
     while c < d {
@@ -188,7 +161,7 @@ pub fn attention_weights_backward<F: Float, M: Numeric>(
         dot += dp * f32::cast_from(weights[base + c]);
         c += CUBE_DIM_X as usize;
     }
-    let dot = row_reduce(dot, &mut shared, false);
+    let dot = cube_sum(dot, &mut shared);
     c = UNIT_POS_X as usize;
     while c < d {
         let mut dp = 0.0f32;

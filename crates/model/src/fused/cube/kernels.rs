@@ -3,48 +3,52 @@
 //! Row kernels ([`layer_norm_forward`], [`softmax_forward`], [`cross_entropy_forward`] and
 //! their backwards) give each row of a `[rows, d]` matrix to one cube: its units stride over
 //! the row's columns, and their partial sums meet in shared memory ([`cube_sum`],
-//! [`cube_max`]). Every sum is kept in `f32`, whatever the tensors' float type (`f16` runs
-//! read and write half precision but reduce in single). Element-wise kernels ([`gelu_forward`],
+//! [`cube_max`], which also serve cubes of several rows). Every sum is kept in `f32`,
+//! whatever the tensors' float type (`f16` runs read and write half precision but reduce in
+//! single). Element-wise kernels ([`gelu_forward`],
 //! [`gelu_backward`]) give each element to one unit. The formulas are those of the CPU
 //! kernels and of the composed reference (`fused/mod.rs`, `cross_entropy.rs`).
 
 use cubecl::prelude::*;
 
-/// The sum over the cube's units of `value` (one per unit), returned to every unit. `shared`
-/// holds one `f32` per unit; the cube's size is a power of two.
+/// The sum over the units of this unit's row of the cube of `value` (one per unit), returned
+/// to each of them. A row is the cube's `CUBE_DIM_X` units at one `UNIT_POS_Y` (a 1-D cube is
+/// one row; attention's weights give each of a cube's rows a row of scores); `shared` holds one
+/// `f32` per unit of the cube; `CUBE_DIM_X` is a power of two. Every unit of the cube meets
+/// every synchronization.
 #[cube]
 pub(super) fn cube_sum(value: f32, shared: &mut SharedMemory<f32>) -> f32 {
-    let unit = UNIT_POS_X as usize;
-    shared[unit] = value;
-    sync_cube();
-    let mut half = CUBE_DIM_X as usize / 2;
-    while half > 0 {
-        if unit < half {
-            shared[unit] = shared[unit] + shared[unit + half];
-        }
-        sync_cube();
-        half /= 2;
-    }
-    let total = shared[0];
-    sync_cube();
-    total
+    row_reduce(value, shared, false)
 }
 
-/// The maximum over the cube's units of `value`, as [`cube_sum`].
+/// The maximum over the units of this unit's row of the cube of `value`, as [`cube_sum`].
 #[cube]
 pub(super) fn cube_max(value: f32, shared: &mut SharedMemory<f32>) -> f32 {
-    let unit = UNIT_POS_X as usize;
-    shared[unit] = value;
+    row_reduce(value, shared, true)
+}
+
+/// [`cube_sum`] (or, `max`, [`cube_max`]): halvings in the row's own `CUBE_DIM_X` words of
+/// `shared`, each adding (or taking the larger of) a word and the one `half` after it.
+#[cube]
+fn row_reduce(value: f32, shared: &mut SharedMemory<f32>, #[comptime] max: bool) -> f32 {
+    let lane = UNIT_POS_X as usize;
+    let at = UNIT_POS_Y as usize * CUBE_DIM_X as usize;
+    shared[at + lane] = value;
     sync_cube();
     let mut half = CUBE_DIM_X as usize / 2;
     while half > 0 {
-        if unit < half {
-            shared[unit] = f32::max(shared[unit], shared[unit + half]);
+        if lane < half {
+            let (a, b) = (shared[at + lane], shared[at + lane + half]);
+            let mut both = a + b;
+            if comptime![max] {
+                both = f32::max(a, b);
+            }
+            shared[at + lane] = both;
         }
         sync_cube();
         half /= 2;
     }
-    let total = shared[0];
+    let total = shared[at];
     sync_cube();
     total
 }
