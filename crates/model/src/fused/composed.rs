@@ -109,11 +109,7 @@ pub(super) fn layer_norm_backward<B: Backend>(
     let normalized = centered * rstd.clone();
     let g = grad.clone() * gamma;
     let dx = rstd * (g.clone() - g.clone().mean_dim(1) - normalized.clone() * (g * normalized.clone()).mean_dim(1));
-    let dgamma = (grad.clone() * normalized).sum_dim(0).reshape([last]);
-    let dbeta = grad.sum_dim(0).reshape([last]);
-    [
-        B::float_reshape(dx.into_primitive().tensor(), shape),
-        dgamma.into_primitive().tensor(),
-        dbeta.into_primitive().tensor(),
-    ]
+    let dgamma = super::column_sums::column_sums::<B>((grad.clone() * normalized).into_primitive().tensor());
+    let dbeta = super::column_sums::column_sums::<B>(grad.into_primitive().tensor());
+    [B::float_reshape(dx.into_primitive().tensor(), shape), dgamma, dbeta]
 }

@@ -12,8 +12,8 @@
 //! `dβ = Σ_rows grad`,
 //!
 //! with `x̂ = (x − μ)/√(σ² + ε)` and `r = 1/√(σ² + ε)` kept from the forward (recomputed, the
-//! statistics are a block burn-fusion runs un-fused), and the column sums over the rows as one
-//! `[rows, d]` reduction each. The forward's values are those of Burn's `layer_norm`, bit for
+//! statistics are a block burn-fusion runs un-fused), and the column sums over the rows of
+//! `[rows, d]` in two reductions where the rows are many ([`super::column_sums`]). The forward's values are those of Burn's `layer_norm`, bit for
 //! bit (the same operations in the same order).
 
 use burn::tensor::backend::Backend;
@@ -33,13 +33,20 @@ pub(super) fn forward<B: Backend>(
     let centered = B::float_sub(x, mean);
     let var = B::float_mean_dim(B::float_mul(centered.clone(), centered.clone()), last);
     let denom = B::float_sqrt(B::float_add_scalar(var, epsilon.into()));
-    let normalized = B::float_div(centered, denom.clone());
+    // `1/σ` is asked for before `x̂`, not after `y`: so it joins the statistics' fused block.
+    // Asked for last, it stood alone in the fusion stream as a block still open to fusion,
+    // which kept burn-fusion's search going past the block of `y`, closed at the linear
+    // map's reshape: every operation that followed, up to the next block (GELU's five
+    // between the MLP's two products among them), joined that closed block and ran un-fused,
+    // one kernel each (docs/benchmarks.md, "LayerNorm's `1/σ` and GELU's fusion").
+    let rstd = B::float_recip(denom.clone());
+    let normalized = B::float_div(centered, denom);
     let scaled = B::float_mul(normalized.clone(), B::float_reshape(gamma, wide(&shape)));
     let y = match beta {
         Some(beta) => B::float_add(scaled, B::float_reshape(beta, wide(&shape))),
         None => scaled,
     };
-    [y, normalized, B::float_recip(denom)]
+    [y, normalized, rstd]
 }
 
 /// `[dx, dγ, dβ]` from `x̂`, `r`, `γ` and the output's gradient; `dβ` only `with_beta`.
@@ -68,13 +75,13 @@ fn wide(shape: &Shape) -> Shape {
     Shape::from((0..rank).map(|i| if i + 1 == rank { shape[i] } else { 1 }).collect::<Vec<_>>())
 }
 
-/// The sums over all but the last axis of `t` (of `shape`, `[…, d]`), as `[d]`: one reduction
-/// over the rows of `t` viewed as `[rows, d]`.
+/// The sums over all but the last axis of `t` (of `shape`, `[…, d]`), as `[d]`: the column
+/// sums of `t` viewed as `[rows, d]` ([`super::column_sums`]: two reductions where the rows
+/// are many).
 fn column_sums<B: Backend>(t: FloatTensor<B>, shape: &Shape) -> FloatTensor<B> {
     let d = shape[shape.num_dims() - 1];
     let rows = shape.num_elements() / d.max(1);
-    let sums = B::float_sum_dim(B::float_reshape(t, Shape::new([rows, d])), 0);
-    B::float_reshape(sums, Shape::new([d]))
+    super::column_sums::column_sums::<B>(B::float_reshape(t, Shape::new([rows, d])))
 }
 
 #[cfg(test)]

@@ -51,7 +51,10 @@ pub(super) fn composed_backward<B: Backend>(
     layout: Weight,
     with_bias: bool,
 ) -> (Tensor<B, 2>, Tensor<B, 2>, Option<Tensor<B, 2>>) {
-    let db = with_bias.then(|| grad.clone().sum_dim(0));
+    let db = with_bias.then(|| {
+        let sums = super::column_sums::column_sums::<B>(grad.clone().into_primitive().tensor());
+        Tensor::<B, 1>::from_primitive(TensorPrimitive::Float(sums)).unsqueeze_dim(0)
+    });
     match layout {
         Weight::InOut => (products::product(grad.clone(), w.transpose()), rows_product(x, grad), db),
         Weight::OutIn => (products::product(grad.clone(), w), rows_product(grad, x), db),

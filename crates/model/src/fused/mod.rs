@@ -52,6 +52,7 @@ mod attention;
 pub mod attention_packed;
 mod attention_weights;
 mod autodiff;
+mod column_sums;
 mod composed;
 mod composed_norm;
 mod concat;

@@ -327,10 +327,7 @@ pub trait FusedOps: Backend {
         with_bias: bool,
     ) -> (FloatTensor<Self>, Option<FloatTensor<Self>>) {
         let (x, grad) = (matrix::<Self>(x), matrix::<Self>(grad));
-        let db = with_bias.then(|| {
-            let d_out = grad.dims()[1];
-            grad.clone().sum_dim(0).reshape([d_out]).into_primitive().tensor()
-        });
+        let db = with_bias.then(|| super::column_sums::column_sums::<Self>(grad.clone().into_primitive().tensor()));
         let dw = match layout {
             Weight::InOut => products::rows_product(x, grad),
             Weight::OutIn => products::rows_product(grad, x),

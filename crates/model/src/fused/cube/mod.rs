@@ -208,7 +208,6 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> FusedOps f
         let (grad, _) = as_rows(alike::<R, F, I, BT>(grad, &x));
         let gamma_dtype = gamma.dtype;
         let gamma = into_contiguous(alike::<R, F, I, BT>(gamma, &x));
-        let last = gamma.shape().num_elements();
         let dx = empty(&x, x.shape());
         let grad_normalized = empty(&x, x.shape());
         let (count, dim, units) = row_launch(&x);
@@ -229,7 +228,7 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> FusedOps f
         );
         // The parameters' gradients in the parameters' own float type.
         let column_sum = |t| {
-            let sum = Self::float_reshape(Self::float_sum_dim(t, 0), Shape::new([last]));
+            let sum = crate::fused::column_sums::column_sums::<Self>(t);
             if gamma_dtype == x_dtype {
                 sum
             } else {
