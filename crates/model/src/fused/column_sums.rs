@@ -33,7 +33,7 @@ pub(super) fn row_blocks(rows: usize) -> usize {
         return 1;
     }
     let root = (rows as f64).sqrt() as usize;
-    let blocks = (1..=root).rev().find(|b| rows % b == 0).unwrap_or(1);
+    let blocks = (1..=root).rev().find(|&b| rows.is_multiple_of(b)).unwrap_or(1);
     if blocks < MIN_BLOCKS {
         1
     } else {
