@@ -4,9 +4,9 @@
 //! Why: one reduction over the rows leaves a GPU nearly idle. CubeCL's reduction (cubek-reduce)
 //! along an axis that is not contiguous gives each output column (four, vectorized) to its own
 //! worker, which walks every row in turn: `d` = 384 columns are 96 workers for a `[16384, 384]`
-//! gradient, and on an H200 each of nanoGPT's 13 LayerNorms' `dγ` took 140 µs a step (1.8 ms of
-//! a 48.5 ms step; docs/benchmarks.md, "Column sums in two reductions"), for 25 MB that the GPU
-//! reads in about 6 µs. Here the rows are cut into `blocks` consecutive blocks
+//! gradient, and on an H200 each of nanoGPT's 13 LayerNorms' `dγ` took 140 µs a step (1.8 ms
+//! of a 48.5 ms step; docs/benchmarks.md, "LayerNorm's `1/σ`, GELU's fusion and column sums"),
+//! for 25 MB that the GPU reads in about 6 µs. Here the rows are cut into `blocks` consecutive blocks
 //! ([`row_blocks`]): the first reduction sums each block's rows (`blocks · d` outputs, as many
 //! workers), the second the `blocks` partial sums. The sum is the same up to rounding (the
 //! terms added in another order).

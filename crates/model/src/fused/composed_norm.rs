@@ -38,7 +38,8 @@ pub(super) fn forward<B: Backend>(
     // which kept burn-fusion's search going past the block of `y`, closed at the linear
     // map's reshape: every operation that followed, up to the next block (GELU's five
     // between the MLP's two products among them), joined that closed block and ran un-fused,
-    // one kernel each (docs/benchmarks.md, "LayerNorm's `1/σ` and GELU's fusion").
+    // one kernel each (docs/benchmarks.md, "LayerNorm's `1/σ`, GELU's fusion and column
+    // sums").
     let rstd = B::float_recip(denom.clone());
     let normalized = B::float_div(centered, denom);
     let scaled = B::float_mul(normalized.clone(), B::float_reshape(gamma, wide(&shape)));
