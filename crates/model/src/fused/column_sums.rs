@@ -6,9 +6,9 @@
 //! worker, which walks every row in turn: `d` = 384 columns are 96 workers for a `[16384, 384]`
 //! gradient, and on an H200 each of nanoGPT's 13 LayerNorms' `dγ` took 140 µs a step (1.8 ms
 //! of a 48.5 ms step; docs/benchmarks.md, "LayerNorm's `1/σ`, GELU's fusion and column sums"),
-//! for 25 MB that the GPU reads in about 6 µs. Here the rows are cut into `blocks` consecutive blocks
-//! ([`row_blocks`]): the first reduction sums each block's rows (`blocks · d` outputs, as many
-//! workers), the second the `blocks` partial sums. The sum is the same up to rounding (the
+//! for 25 MB that the GPU reads in about 6 µs. Here the rows are cut into `blocks` consecutive
+//! blocks ([`row_blocks`]): the first reduction sums each block's rows (`blocks · d` outputs,
+//! as many workers), the second the `blocks` partial sums. The sum is the same up to rounding (the
 //! terms added in another order).
 //!
 //! The CPU backend keeps its own kernels' sums; this serves the backends without them.
@@ -53,14 +53,19 @@ pub(super) fn column_sums<B: Backend>(t: FloatTensor<B>) -> FloatTensor<B> {
     }
     let blocked = B::float_reshape(t, Shape::new([blocks, rows / blocks, d]));
     let partials = B::float_reshape(B::float_sum_dim(blocked, 1), Shape::new([blocks, d]));
+    B::float_reshape(sum_of_partials::<B>(partials), Shape::new([d]))
+}
+
+/// The sum of partial sums over the first axis of `partials` (that axis of size one after),
+/// in its float type: half-precision partials are added in `f32`, as one reduction's or one
+/// product's accumulator would add them (also [`super::products::rows_product`]'s slices).
+pub(super) fn sum_of_partials<B: Backend>(partials: FloatTensor<B>) -> FloatTensor<B> {
     let dtype = partials.dtype();
-    let sums = if dtype == DType::F32 {
-        B::float_sum_dim(partials, 0)
-    } else {
-        let sums = B::float_sum_dim(B::float_cast(partials, DType::F32.into()), 0);
-        B::float_cast(sums, dtype.into())
-    };
-    B::float_reshape(sums, Shape::new([d]))
+    if dtype == DType::F32 {
+        return B::float_sum_dim(partials, 0);
+    }
+    let sums = B::float_sum_dim(B::float_cast(partials, DType::F32.into()), 0);
+    B::float_cast(sums, dtype.into())
 }
 
 #[cfg(test)]

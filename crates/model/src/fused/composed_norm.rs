@@ -13,8 +13,9 @@
 //!
 //! with `x̂ = (x − μ)/√(σ² + ε)` and `r = 1/√(σ² + ε)` kept from the forward (recomputed, the
 //! statistics are a block burn-fusion runs un-fused), and the column sums over the rows of
-//! `[rows, d]` in two reductions where the rows are many ([`super::column_sums`]). The forward's values are those of Burn's `layer_norm`, bit for
-//! bit (the same operations in the same order).
+//! `[rows, d]` in two reductions where the rows are many ([`super::column_sums`]). The
+//! forward's values are those of Burn's `layer_norm`, bit for bit (the same operations in the
+//! same order).
 
 use burn::tensor::backend::Backend;
 use burn::tensor::ops::FloatTensor;

@@ -19,8 +19,9 @@
 //! `auto` keeps Burn's; half precision keeps Burn's everywhere.
 
 use burn::tensor::backend::Backend;
-use burn::tensor::{DType, FloatDType, Tensor};
+use burn::tensor::{DType, Tensor, TensorPrimitive};
 
+use super::column_sums::sum_of_partials;
 use super::dispatch::Kernels;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 use super::dispatch::{is, same};
@@ -267,14 +268,8 @@ pub(super) fn rows_product<B: Backend>(a: Tensor<B, 2>, b: Tensor<B, 2>) -> Tens
         return product(a.transpose(), b);
     }
     let (a, b) = (a.reshape([slices, n / slices, p]), b.reshape([slices, n / slices, q]));
-    let partials = product(a.swap_dims(1, 2), b);
-    // Half-precision partials are added in f32, as one product's accumulator would add them.
-    let dtype = partials.dtype();
-    let sum = if dtype == DType::F32 {
-        partials.sum_dim(0)
-    } else {
-        partials.cast(FloatDType::F32).sum_dim(0).cast(FloatDType::from(dtype))
-    };
+    let partials = product(a.swap_dims(1, 2), b).into_primitive().tensor();
+    let sum = Tensor::<B, 3>::from_primitive(TensorPrimitive::Float(sum_of_partials::<B>(partials)));
     sum.reshape([p, q])
 }
 
