@@ -12,7 +12,7 @@ use burn::tensor::{backend::Backend, Bool, Tensor};
 
 use crate::cache::KeyValue;
 use crate::config::ModelConfig;
-use crate::fused::{attention, attention_weights, reshape, Weight};
+use crate::fused::{attention, attention_context, attention_scores, attention_weights, reshape, Weight};
 use crate::init::{linear, Role};
 use crate::lora::{AttentionAdapters, Lora};
 use crate::positionwise::positionwise;
@@ -35,16 +35,20 @@ pub fn scaled_dot_product_attention<B: Backend>(
     dropout: &Dropout,
 ) -> (Tensor<B, 4>, Tensor<B, 4>) {
     let scale = 1.0 / (q.dims()[3] as f64).sqrt();
-    attention_with_scale(q, k, v, mask, dropout, scale)
+    attention_with_scale(q, k, v, mask, None, dropout, scale)
 }
 
 /// `softmax(s·QKᵀ + mask) V` with dropout on the weights: [`scaled_dot_product_attention`]
-/// with the scale `s` given (1 turns the paper's `1/√d_k` off). Shapes as there.
+/// with the scale `s` given (1 turns the paper's `1/√d_k` off). Shapes as there. `causal`:
+/// the offset of a [`crate::mask::causal_mask`] that `mask` includes (alone or combined with
+/// padding), which lets a GPU's products leave the masked half out
+/// ([`crate::fused::attention_scores`]); `None` where that is not known.
 pub fn attention_with_scale<B: Backend>(
     q: Tensor<B, 4>,
     k: Tensor<B, 4>,
     v: Tensor<B, 4>,
     mask: Option<Tensor<B, 4, Bool>>,
+    causal: Option<usize>,
     dropout: &Dropout,
     scale: f64,
 ) -> (Tensor<B, 4>, Tensor<B, 4>) {
@@ -55,12 +59,12 @@ pub fn attention_with_scale<B: Backend>(
         return (context, weights);
     }
     // The scale after the product, as nanoGPT does (and as burn-fusion needs: fused/attention.rs).
-    // The products are Burn's, or on a GPU our kernel's (crate::fused::matmul).
-    let scores = crate::fused::matmul(q, k.swap_dims(2, 3)); // [batch, heads, queries, keys]
-                                                             // The scale, the mask, the softmax and the dropout: one operation (a kernel each way on
-                                                             // the GPU where `ATTEND_GPU_KERNELS` says so).
+    // The products are Burn's, or on a GPU our kernel's (crate::fused::attention_products).
+    let scores = attention_scores(q, k, causal); // [batch, heads, queries, keys]
+                                                 // The scale, the mask, the softmax and the dropout: one operation (a kernel each way on
+                                                 // the GPU where `ATTEND_GPU_KERNELS` says so).
     let [weights, dropped] = attention_weights(scores, mask, scale, dropout);
-    (crate::fused::matmul(dropped, v), weights)
+    (attention_context(dropped, v, causal), weights)
 }
 
 /// What [`MultiHeadAttention`] returns.
@@ -182,7 +186,7 @@ impl<B: Backend> MultiHeadAttention<B> {
         mask: Option<Tensor<B, 4, Bool>>,
     ) -> AttentionOutput<B> {
         let q = self.split_heads(self.project(&self.query, |a| &a.query, x_query));
-        self.attend_queries(q, kv, mask)
+        self.attend_queries(q, kv, mask, None)
     }
 
     /// Self-attention's three projections of `x`: its queries, and its keys and values (what a
@@ -245,17 +249,19 @@ impl<B: Backend> MultiHeadAttention<B> {
     /// # Shapes
     /// - `q`: `[batch, heads, queries, d_k]`
     /// - `kv`: `[batch, heads, keys, d_k]`
-    /// - `mask`: broadcastable to `[batch, heads, queries, keys]`
+    /// - `mask`: broadcastable to `[batch, heads, queries, keys]`; `causal`: as
+    ///   [`attention_with_scale`]'s
     /// - output: see [`AttentionOutput`]
     pub fn attend_queries(
         &self,
         q: Tensor<B, 4>,
         kv: &KeyValue<B>,
         mask: Option<Tensor<B, 4, Bool>>,
+        causal: Option<usize>,
     ) -> AttentionOutput<B> {
         let scale = if self.scaled { 1.0 / (q.dims()[3] as f64).sqrt() } else { 1.0 };
         let (context, weights) =
-            attention_with_scale(q, kv.keys.clone(), kv.values.clone(), mask, &self.dropout, scale);
+            attention_with_scale(q, kv.keys.clone(), kv.values.clone(), mask, causal, &self.dropout, scale);
         self.joined(context, weights)
     }
 

@@ -71,7 +71,7 @@ impl<B: Backend> DecoderLayer<B> {
         let (x, self_weights) = residual(x, &self.norm_self, self.norm, &self.dropout, |h| {
             let (q, kv) = attention.self_projections(h);
             let kv = extend(cache, kv);
-            let out = attention.attend_queries(q, &kv, self_mask);
+            let out = attention.attend_queries(q, &kv, self_mask, None);
             (out.context, out.weights)
         });
         let (x, cross_weights) = residual(x, &self.norm_cross, self.norm, &self.dropout, |h| {

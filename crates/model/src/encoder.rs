@@ -58,10 +58,12 @@ impl<B: Backend> EncoderLayer<B> {
     ///
     /// # Shapes
     /// - `x`: `[batch, len, d_model]`
-    /// - `mask`: broadcastable to `[batch, heads, len, len]` (padding and/or causal)
+    /// - `mask`: broadcastable to `[batch, heads, len, len]` (padding and/or causal); `causal`:
+    ///   the offset of a causal mask `mask` includes, where it does
+    ///   ([`crate::attention::attention_with_scale`])
     /// - output: `x` `[batch, len, d_model]`
-    pub fn forward(&self, x: Tensor<B, 3>, mask: Option<Tensor<B, 4, Bool>>) -> LayerOutput<B> {
-        self.layer(x, mask, None)
+    pub fn forward(&self, x: Tensor<B, 3>, mask: Option<Tensor<B, 4, Bool>>, causal: Option<usize>) -> LayerOutput<B> {
+        self.layer(x, mask, causal, None)
     }
 
     /// Forward pass of new positions, attending to the cached ones too; appends their keys
@@ -69,15 +71,17 @@ impl<B: Backend> EncoderLayer<B> {
     ///
     /// # Shapes
     /// - `x`: `[batch, new, d_model]`
-    /// - `mask`: broadcastable to `[batch, heads, new, cached + new]`
+    /// - `mask`: broadcastable to `[batch, heads, new, cached + new]`; `causal` as
+    ///   [`Self::forward`]'s
     /// - output: `x` `[batch, new, d_model]`
     pub fn forward_cached(
         &self,
         x: Tensor<B, 3>,
         mask: Option<Tensor<B, 4, Bool>>,
+        causal: Option<usize>,
         cache: &mut SelfCache<B>,
     ) -> LayerOutput<B> {
-        self.layer(x, mask, Some(cache))
+        self.layer(x, mask, causal, Some(cache))
     }
 
     /// The layer, with a cache or without one (self-attention may then read its three
@@ -86,11 +90,12 @@ impl<B: Backend> EncoderLayer<B> {
         &self,
         x: Tensor<B, 3>,
         mask: Option<Tensor<B, 4, Bool>>,
+        causal: Option<usize>,
         cache: Option<&mut SelfCache<B>>,
     ) -> LayerOutput<B> {
         let attention = &self.self_attention;
         let (x, self_weights) = residual(x, &self.norm_attention, self.norm, &self.dropout, |h| {
-            let out = attention.self_attention(h, mask, cache);
+            let out = attention.self_attention(h, mask, causal, cache);
             (out.context, out.weights)
         });
         let (x, ()) =
@@ -127,7 +132,7 @@ impl<B: Backend> Encoder<B> {
         let mut x = x;
         let mut weights = Vec::with_capacity(self.layers.len());
         for layer in &self.layers {
-            let out = layer.forward(x, mask.clone());
+            let out = layer.forward(x, mask.clone(), None);
             x = out.x;
             weights.push(out.self_weights);
         }
@@ -177,7 +182,7 @@ mod tests {
         }
         layer.feed_forward.w_2.bias = Some(Param::from_tensor(Tensor::from_data([1.0f32, 0.0, 0.0, 0.0], &device)));
         let x = Tensor::<B, 3>::from_data([[[1.0f32, 2.0, 3.0, 4.0]]], &device);
-        layer.forward(x, None).x.into_data().to_vec().unwrap()
+        layer.forward(x, None, None).x.into_data().to_vec().unwrap()
     }
 
     #[test]

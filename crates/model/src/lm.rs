@@ -103,7 +103,7 @@ impl<B: Backend> LanguageModel<B> {
         let mut x = crate::fused::dropout(&self.dropout, self.positions.forward(self.embedding.forward(tokens), 0));
         let mut weights = Vec::with_capacity(self.layers.len());
         for layer in &self.layers {
-            let out = layer.forward(x, None);
+            let out = layer.forward(x, None, None);
             x = out.x;
             weights.push(out.self_weights);
         }
@@ -149,8 +149,8 @@ impl<B: Backend> LanguageModel<B> {
         let mut weights = Vec::with_capacity(self.layers.len());
         for (i, layer) in self.layers.iter().enumerate() {
             let out = match cache.as_deref_mut() {
-                Some(cache) => layer.forward_cached(x, mask.clone(), &mut cache.layers[i]),
-                None => layer.forward(x, mask.clone()),
+                Some(cache) => layer.forward_cached(x, mask.clone(), Some(offset), &mut cache.layers[i]),
+                None => layer.forward(x, mask.clone(), Some(offset)),
             };
             x = out.x;
             weights.push(out.self_weights);

@@ -19,12 +19,14 @@ impl<B: Backend> MultiHeadAttention<B> {
     ///
     /// # Shapes
     /// - `x`: `[batch, new, d_model]`
-    /// - `mask`: broadcastable to `[batch, heads, new, cached + new]`
+    /// - `mask`: broadcastable to `[batch, heads, new, cached + new]`; `causal`: as
+    ///   [`crate::attention::attention_with_scale`]'s
     /// - output: see [`AttentionOutput`]
     pub fn self_attention(
         &self,
         x: Tensor<B, 3>,
         mask: Option<Tensor<B, 4, Bool>>,
+        causal: Option<usize>,
         cache: Option<&mut SelfCache<B>>,
     ) -> AttentionOutput<B> {
         if cache.is_none() && self.packs() {
@@ -35,7 +37,7 @@ impl<B: Backend> MultiHeadAttention<B> {
             Some(cache) => extend(cache, kv),
             None => kv,
         };
-        self.attend_queries(q, &kv, mask)
+        self.attend_queries(q, &kv, mask, causal)
     }
 
     /// Whether self-attention without a cache runs on one packed product: on the CPU backend
@@ -90,7 +92,7 @@ mod tests {
             attention.packed_self_attention(x.clone(), mask)
         } else {
             let (q, kv) = attention.separate_projections(x.clone());
-            attention.attend_queries(q, &kv, mask)
+            attention.attend_queries(q, &kv, mask, causal.then_some(0))
         };
         let grads = out.context.clone().powi_scalar(2).sum().backward();
         let values = |t: TensorData| t.convert::<f32>().to_vec::<f32>().unwrap();
@@ -143,7 +145,7 @@ mod tests {
             let before = crate::fused::attention_packed::CPU_CALLS.with(|c| c.get());
             let mut cache = None;
             let cache = cached.then_some(&mut cache);
-            let _ = attention.self_attention(x.clone(), None, cache);
+            let _ = attention.self_attention(x.clone(), None, None, cache);
             TEST_PROJECTIONS.with(|p| p.set(None));
             crate::fused::attention_packed::CPU_CALLS.with(|c| c.get()) - before
         };

@@ -106,8 +106,8 @@ proptest! {
         let px = permute_rows(x.clone(), &perm);
         assert_close(mha.forward(px.clone(), px.clone(), None).context, permute_rows(h, &perm));
         let layer = EncoderLayer::<TestBackend>::new(&config, &device());
-        let y = layer.forward(x, None).x;
-        assert_close(layer.forward(px, None).x, permute_rows(y, &perm));
+        let y = layer.forward(x, None, None).x;
+        assert_close(layer.forward(px, None, None).x, permute_rows(y, &perm));
     }
 
     /// With P = 0, `M = QKᵀ` depends only on the tokens at its two positions: shifting the

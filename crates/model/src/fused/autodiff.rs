@@ -71,6 +71,14 @@ impl<B: FusedOps, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
         super::product_autodiff::tracked::<B, C>(a, b)
     }
 
+    fn fused_attention_scores(q: FloatTensor<Self>, k: FloatTensor<Self>, causal: Option<usize>) -> FloatTensor<Self> {
+        super::attention_products::scores::<B, C>(q, k, causal)
+    }
+
+    fn fused_attention_context(p: FloatTensor<Self>, v: FloatTensor<Self>, causal: Option<usize>) -> FloatTensor<Self> {
+        super::attention_products::context::<B, C>(p, v, causal)
+    }
+
     fn fused_relu(x: FloatTensor<Self>) -> FloatTensor<Self> {
         #[derive(Debug)]
         struct ReluBackward;

@@ -8,9 +8,10 @@ use burn::tensor::{Tensor, TensorMetadata, TensorPrimitive};
 
 use burn::tensor::backend::Backend;
 
+use super::product_shape::{self, ProductShape};
 use super::{
-    adamw, adamw_many, attention_packed, attention_weights, composed, embedding, linear, matrix, norm, products,
-    reshaped, Packing, Weight,
+    adamw, adamw_many, attention_packed, attention_products, attention_weights, composed, embedding, linear, matrix,
+    norm, products, reshaped, Packing, Weight,
 };
 
 /// Backends with fused operations. Every method has a composed default.
@@ -227,6 +228,30 @@ pub trait FusedOps: Backend {
     /// under autodiff an autodiff step of its own (its operands' batch axes alike).
     fn fused_product(a: FloatTensor<Self>, b: FloatTensor<Self>) -> FloatTensor<Self> {
         Self::float_matmul(a, b)
+    }
+
+    /// [`FusedOps::fused_product`] leaving out what `shape`'s triangle says and laying the
+    /// result out as it says ([`product_shape`]). By default composed: the triangle zeroed by
+    /// masks, the result contiguous.
+    fn fused_product_shaped(a: FloatTensor<Self>, b: FloatTensor<Self>, shape: ProductShape) -> FloatTensor<Self> {
+        product_shape::composed_primitive::<Self>(a, b, shape)
+    }
+
+    /// Attention's scores `Q·Kᵀ` (`q`: `[batch, heads, queries, d]`, `k`: `[batch, heads,
+    /// keys, d]`), `tril` of them where `causal` gives the mask's offset
+    /// ([`attention_products`]): [`FusedOps::fused_product_shaped`], and under autodiff a step
+    /// whose `dQ`, `dK` come heads last.
+    fn fused_attention_scores(q: FloatTensor<Self>, k: FloatTensor<Self>, causal: Option<usize>) -> FloatTensor<Self> {
+        let (triangle, _) = attention_products::triangles(causal);
+        Self::fused_product_shaped(q, Self::float_swap_dims(k, 2, 3), ProductShape::new(triangle, false))
+    }
+
+    /// Attention's context `P̃·V` (`p`: `[batch, heads, queries, keys]`, `v`: `[batch, heads,
+    /// keys, d_v]`) heads last, `tril(P̃)·V` where `causal` gives the mask's offset
+    /// ([`attention_products`]).
+    fn fused_attention_context(p: FloatTensor<Self>, v: FloatTensor<Self>, causal: Option<usize>) -> FloatTensor<Self> {
+        let (_, triangle) = attention_products::triangles(causal);
+        Self::fused_product_shaped(p, v, ProductShape::new(triangle, true))
     }
 
     /// `x·W + b` over rows (`W` stored as `layout` says; [`linear`] has the formulas).

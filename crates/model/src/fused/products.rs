@@ -194,11 +194,16 @@ pub(super) fn product<B: Backend, const D: usize>(a: Tensor<B, D>, b: Tensor<B, 
 /// whose backward (`dA = dC·Bᵀ`, `dB = Aᵀ·dC`) takes the same kernel; Burn's `matmul`
 /// elsewhere.
 pub fn matmul<B: Backend, const D: usize>(a: Tensor<B, D>, b: Tensor<B, D>) -> Tensor<B, D> {
-    let kernels = Kernels::for_products::<B>();
-    if !takes_ours(&kernels, &a, &b) {
-        return a.matmul(b);
+    match kernels_taking(&a, &b) {
+        Some(kernels) => multiply_on::<B, D>(kernels, a, b),
+        None => a.matmul(b),
     }
-    multiply_on::<B, D>(kernels, a, b)
+}
+
+/// The kernels of `B` (a GPU backend) where our kernel takes `a·b` ([`takes_ours`]), else `None`.
+pub(super) fn kernels_taking<B: Backend, const D: usize>(a: &Tensor<B, D>, b: &Tensor<B, D>) -> Option<Kernels> {
+    let kernels = Kernels::for_products::<B>();
+    takes_ours(&kernels, a, b).then_some(kernels)
 }
 
 /// Whether `a·b` on `kernels` takes our kernel: the setting says so there, both operands are

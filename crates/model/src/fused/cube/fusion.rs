@@ -26,6 +26,14 @@ use crate::fused::{composed, FusedOps};
 
 impl<B: FusionBackend + FusedOps> FusedOps for Fusion<B> {
     fn fused_product(a: FloatTensor<Self>, b: FloatTensor<Self>) -> FloatTensor<Self> {
+        Self::fused_product_shaped(a, b, crate::fused::ProductShape::PLAIN)
+    }
+
+    fn fused_product_shaped(
+        a: FloatTensor<Self>,
+        b: FloatTensor<Self>,
+        product: crate::fused::ProductShape,
+    ) -> FloatTensor<Self> {
         let (sa, sb) = (a.shape(), b.shape());
         let rank = sa.num_dims();
         let mut shape = sa.clone();
@@ -37,10 +45,12 @@ impl<B: FusionBackend + FusedOps> FusedOps for Fusion<B> {
         let inputs = vec![(a, Kind::Float), (b, Kind::Float)];
         // The operation runs when burn-fusion flushes: under the tile in force now.
         let tile = crate::fused::product_tile();
-        let [c] = register::<B, 1>("attend::product", inputs, [(shape, dtype)], move |args| {
+        let id =
+            if product == crate::fused::ProductShape::PLAIN { "attend::product" } else { "attend::product_shaped" };
+        let [c] = register::<B, 1>(id, inputs, [(shape, dtype)], move |args| {
             let mut args = args.into_iter();
             crate::fused::with_product_tile(tile, || {
-                [B::fused_product(next(&mut args).float(), next(&mut args).float())]
+                [B::fused_product_shaped(next(&mut args).float(), next(&mut args).float(), product)]
             })
         });
         c

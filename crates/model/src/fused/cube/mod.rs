@@ -29,6 +29,8 @@ mod norm;
 mod product;
 mod product_launch;
 #[cfg(all(test, feature = "wgpu"))]
+mod product_shape_tests;
+#[cfg(all(test, feature = "wgpu"))]
 mod product_tests;
 mod softmax;
 #[cfg(all(test, feature = "wgpu"))]
@@ -354,11 +356,19 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> FusedOps f
     }
 
     fn fused_product(a: FloatTensor<Self>, b: FloatTensor<Self>) -> FloatTensor<Self> {
+        Self::fused_product_shaped(a, b, crate::fused::ProductShape::PLAIN)
+    }
+
+    fn fused_product_shaped(
+        a: FloatTensor<Self>,
+        b: FloatTensor<Self>,
+        shape: crate::fused::ProductShape,
+    ) -> FloatTensor<Self> {
         counted();
         let b = alike::<R, F, I, BT>(b, &a);
         let cols = b.meta.shape()[b.meta.num_dims() - 1];
         let depth = a.meta.shape()[a.meta.num_dims() - 1];
-        product_launch::product(a, b, crate::fused::product_tile().for_product(cols, depth))
+        product_launch::product(a, b, crate::fused::product_tile().for_product(cols, depth), shape)
     }
 
     fn fused_squared_norm(tensors: Vec<FloatTensor<Self>>) -> FloatTensor<Self> {

@@ -110,6 +110,8 @@ fn fetch<F: Float, N: Size>(
     ks: usize,
     group: usize,
     k: usize,
+    offset: usize,
+    #[comptime] keep: u32,
 ) -> Four {
     let mut four = Four::zeroed();
     let r = r0 + 4 * group;
@@ -126,7 +128,29 @@ fn fetch<F: Float, N: Size>(
             four[i] = load::<F, N>(x, base, r + i, k0 + k, rows, depth, rs, ks);
         }
     }
+    if comptime![keep != 0] {
+        #[unroll]
+        for i in 0..4usize {
+            if !kept(r + i, k0 + k, offset, keep) {
+                four[i] = 0.0;
+            }
+        }
+    }
     four
+}
+
+/// Whether element `(r, k)` of an operand is inside its triangle (`keep`, comptime): 0 all, 1
+/// `k ≤ r + offset` (`tril`), 2 `k ≥ r − offset` (`triu(·, −offset)`).
+#[cube]
+fn kept(r: usize, k: usize, offset: usize, #[comptime] keep: u32) -> bool {
+    let mut is = true;
+    if comptime![keep == 1] {
+        is = k <= r + offset;
+    }
+    if comptime![keep == 2] {
+        is = k + offset >= r;
+    }
+    is
 }
 
 /// `c = a·b` over `[m, k]`, `[k, n]`, `[m, n]`, batched along `CUBE_POS_Z` over the
@@ -141,15 +165,24 @@ pub fn product_kernel<F: Float, NA: Size, NB: Size, NC: Size>(
     a: &Tensor<Vector<F, NA>>,
     b: &Tensor<Vector<F, NB>>,
     c: &mut Tensor<Vector<F, NC>>,
+    offset: u32,
     #[comptime] batch_axes: usize,
     #[comptime] a_k_contiguous: bool,
     #[comptime] b_k_contiguous: bool,
     #[comptime] tile_m: usize,
     #[comptime] tile_n: usize,
     #[comptime] step: usize,
+    #[comptime] triangle: u32,
     #[define(F)] _dtype: StorageType,
 ) {
-    comptime![assert!(batch_axes <= 2)];
+    comptime![assert!(batch_axes <= 2 && triangle <= 3)];
+    // What of `A` the triangle keeps ([`kept`]): `tril` (2), `triu` (3), all.
+    let keep_a = comptime![match triangle {
+        2 => 1u32,
+        3 => 2u32,
+        _ => 0u32,
+    }];
+    let offset = usize::cast_from(offset);
     let axis = comptime![batch_axes];
     let next = comptime![axis + 1];
     // Units along the tile's rows (columns), each taking 8 of them as two groups of 4: the
@@ -211,6 +244,27 @@ pub fn product_kernel<F: Float, NA: Size, NB: Size, NC: Size>(
     // eight units of a 128-bit read are one `ty` and 8 consecutive `tx`), where 2 × 16 would
     // read 32 and 256 distinct bytes.
     let (warp, lane) = (unit / 32, unit % 32);
+    // The steps along `k` the triangle leaves (`crate::fused::product_shape`): none for a
+    // tile of `tril(A·B)` wholly above the diagonal (1), those up to the tile's last row's
+    // diagonal for `tril(A)·B` (2), those from its first row's for `triu(A)·B` (3).
+    let mut k_begin = 0usize;
+    let mut k_end = depth;
+    if comptime![triangle == 1] {
+        if col0 > row0 + comptime![tile_m - 1] + offset {
+            k_end = 0;
+        }
+    }
+    if comptime![triangle == 2] {
+        let last = row0 + tile_m + offset;
+        if last < depth {
+            k_end = last;
+        }
+    }
+    if comptime![triangle == 3] {
+        if row0 > offset {
+            k_begin = row0 - offset;
+        }
+    }
     let ty = (warp / warps_n) * 4 + lane / 8;
     let tx = (warp % warps_n) * 8 + lane % 8;
 
@@ -231,28 +285,28 @@ pub fn product_kernel<F: Float, NA: Size, NB: Size, NC: Size>(
     for l in 0..loads_a {
         let (group, k) = place(unit + l * units, a_k_contiguous, tile_m, step);
         stage_a[k * row_a + slot(k, group, swizzle)] =
-            fetch::<F, NA>(a, a_base, row0, 0usize, m, depth, a_rs, a_ks, group, k);
+            fetch::<F, NA>(a, a_base, row0, k_begin, m, depth, a_rs, a_ks, group, k, offset, keep_a);
     }
     #[unroll]
     for l in 0..loads_b {
         let (group, k) = place(unit + l * units, b_k_contiguous, tile_n, step);
         stage_b[k * row_b + slot(k, group, swizzle)] =
-            fetch::<F, NB>(b, b_base, col0, 0usize, n, depth, b_rs, b_ks, group, k);
+            fetch::<F, NB>(b, b_base, col0, k_begin, n, depth, b_rs, b_ks, group, k, offset, 0u32);
     }
     sync_cube();
     let mut this = 0usize;
-    let mut k0 = 0usize;
-    while k0 < depth {
+    let mut k0 = k_begin;
+    while k0 < k_end {
         // The next step's elements travel while this step multiplies (zeros past the end).
         #[unroll]
         for l in 0..loads_a {
             let (group, k) = place(unit + l * units, a_k_contiguous, tile_m, step);
-            next_a[l] = fetch::<F, NA>(a, a_base, row0, k0 + step, m, depth, a_rs, a_ks, group, k);
+            next_a[l] = fetch::<F, NA>(a, a_base, row0, k0 + step, m, depth, a_rs, a_ks, group, k, offset, keep_a);
         }
         #[unroll]
         for l in 0..loads_b {
             let (group, k) = place(unit + l * units, b_k_contiguous, tile_n, step);
-            next_b[l] = fetch::<F, NB>(b, b_base, col0, k0 + step, n, depth, b_rs, b_ks, group, k);
+            next_b[l] = fetch::<F, NB>(b, b_base, col0, k0 + step, n, depth, b_rs, b_ks, group, k, offset, 0u32);
         }
         let (this_a, this_b) = (this * stage_a_len, this * stage_b_len);
         #[unroll]
@@ -296,8 +350,17 @@ pub fn product_kernel<F: Float, NA: Size, NB: Size, NC: Size>(
             let row = row0 + comptime![tile_m / 2] * h + 4 * ty + i;
             #[unroll]
             for g in 0usize..2 {
-                let four = acc[(4 * h + i) * 2 + g];
+                let mut four = acc[(4 * h + i) * 2 + g];
                 let col = col0 + comptime![tile_n / 2] * g + 4 * tx;
+                if comptime![triangle == 1] {
+                    // `tril(A·B)`: zeros above the diagonal.
+                    #[unroll]
+                    for j in 0usize..4 {
+                        if col + j > row + offset {
+                            four[j] = 0.0;
+                        }
+                    }
+                }
                 comptime![assert!(c.vector_size() == 1 || c.vector_size() == 4)];
                 if comptime![c.vector_size() == 4] {
                     // `n` is a multiple of 4 and `c`'s rows are contiguous: one 128-bit write.

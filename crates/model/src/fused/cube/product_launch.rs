@@ -11,7 +11,7 @@ use cubecl::prelude::*;
 
 use super::empty;
 use super::product::product_kernel;
-use crate::fused::ProductTile;
+use crate::fused::{ProductShape, ProductTile};
 
 /// Whether `x`'s last axis (`true`) or the one before it (`false`) has stride 1, or `None`
 /// (neither: the operand is copied first).
@@ -29,8 +29,14 @@ fn unit_axis<R: CubeRuntime>(x: &CubeTensor<R>) -> Option<bool> {
 
 /// `a·b` by [`product_kernel`]: `[m, k]·[k, n]`, `[s, m, k]·[s, k, n]` or `[s, h, m, k]·[s, h,
 /// k, n]` (either operand may have one entry along a batch axis); operands in the same float
-/// type; each cube computes a `tile`.
-pub(super) fn product<R: CubeRuntime>(a: CubeTensor<R>, b: CubeTensor<R>, tile: ProductTile) -> CubeTensor<R> {
+/// type; each cube computes a `tile`; what `shape` leaves out left out, the result laid out as
+/// it says (`crate::fused::product_shape`).
+pub(super) fn product<R: CubeRuntime>(
+    a: CubeTensor<R>,
+    b: CubeTensor<R>,
+    tile: ProductTile,
+    shape: ProductShape,
+) -> CubeTensor<R> {
     let (a, a_k) = contiguous_along_one_axis(a);
     let (b, b_n) = contiguous_along_one_axis(b);
     let (sa, sb) = (a.shape(), b.shape());
@@ -46,7 +52,15 @@ pub(super) fn product<R: CubeRuntime>(a: CubeTensor<R>, b: CubeTensor<R>, tile: 
         .collect();
     let (m, n) = (sa[rank - 2], sb[rank - 1]);
     let batch: usize = batch_dims.iter().product();
-    let out = empty(&a, Shape::from([batch_dims, vec![m, n]].concat()));
+    let out = if shape.heads_last && rank == 4 {
+        // `[batch, m, heads, n]` in memory, handed out as its `[batch, heads, m, n]` view.
+        let stored = empty(&a, Shape::from([batch_dims[0], m, batch_dims[1], n]));
+        burn_cubecl::ops::permute(stored, &[0, 2, 1, 3])
+    } else {
+        empty(&a, Shape::from([batch_dims, vec![m, n]].concat()))
+    };
+    let (triangle, offset) = shape.triangle.code();
+    let offset = u32::try_from(offset).expect("a causal offset below 2³² positions");
     assert!(ProductTile::ALL.contains(&tile), "product tile {tile:?} is not one the kernel takes");
     // A launch past the device's shared memory fails without a word, leaving `out` unwritten.
     let limit = a.client.properties().hardware.max_shared_memory_size;
@@ -85,6 +99,7 @@ pub(super) fn product<R: CubeRuntime>(a: CubeTensor<R>, b: CubeTensor<R>, tile: 
             a.into_tensor_arg(),
             b.into_tensor_arg(),
             out.clone().into_tensor_arg(),
+            offset,
             rank - 2,
             a_k,
             // `B`'s `k` is its second-last axis: contiguous when its last axis is not.
@@ -92,6 +107,7 @@ pub(super) fn product<R: CubeRuntime>(a: CubeTensor<R>, b: CubeTensor<R>, tile: 
             tile.rows,
             tile.cols,
             tile.depth,
+            triangle,
             dtype,
         );
     }

@@ -1,0 +1,142 @@
+//! Our product kernel's triangles and its heads-last results on wgpu (lavapipe will do),
+//! fused and unfused, against the composed reference on the CPU (`fused/product_shape.rs`),
+//! and attention's two products as autodiff steps (`fused/attention_products.rs`) against
+//! Burn's products on the CPU, with a causal mask and without.
+
+use burn::backend::Autodiff;
+use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::{Tensor, TensorData, TensorPrimitive};
+use burn_ndarray::NdArray;
+use std::sync::atomic::Ordering;
+
+use crate::fused::dispatch::WgpuUnfused;
+use crate::fused::product_shape::composed;
+use crate::fused::tests::{close, data, values};
+use crate::fused::{with_product_tile, FusedOps, ProductShape, ProductTile, TileChoice, Triangle};
+
+/// `a·b` (each operand stored as given, `a` read through a transposed view where `a_t`)
+/// under `shape` by `K`'s `fused_product_shaped`.
+fn shaped<K: FusedOps>(a: &TensorData, b: &TensorData, a_t: bool, shape: ProductShape) -> Tensor<K, 4> {
+    let device = Default::default();
+    let a = Tensor::<K, 4>::from_data(a.clone(), &device);
+    let a = if a_t { a.swap_dims(2, 3) } else { a };
+    let b = Tensor::<K, 4>::from_data(b.clone(), &device).into_primitive().tensor();
+    let c = K::fused_product_shaped(a.into_primitive().tensor(), b, shape);
+    Tensor::from_primitive(TensorPrimitive::Float(c))
+}
+
+/// Each triangle at offsets 0 and 5, over `[2, 3]` matrices whose sides end partway through
+/// a tile, `A` plain and transposed, under `auto`'s tiles and a 64 × 64 × 16 one: what the
+/// kernel computes is the CPU's product of the masked operand (or the masked product). The
+/// operands hold values everywhere, so a triangle not applied (or applied to too much) differs.
+#[test]
+fn triangular_products_on_wgpu_equal_the_masked_products_on_the_cpu() {
+    let _turn = super::tests::serial();
+    let before = super::CALLS.load(Ordering::Relaxed);
+    let mut runs = 0;
+    for offset in [0, 5] {
+        // `[m, k]·[k, n]`: the scores `[queries, d]·[d, keys]`, the context `[queries,
+        // keys]·[keys, d]`, `dV` `[keys, queries]·[queries, d]`.
+        let (queries, keys, d) = (150, 150 + offset, 19);
+        for (triangle, m, k, n) in [
+            (Triangle::Output(offset), queries, d, keys),
+            (Triangle::LowerA(offset), queries, keys, d),
+            (Triangle::UpperA(offset), keys, queries, d),
+        ] {
+            let shape = ProductShape::new(triangle, false);
+            for a_t in [false, true] {
+                let a_dims = if a_t { [2, 3, k, m] } else { [2, 3, m, k] };
+                let a = TensorData::new(values(6 * m * k, 31, 1.0), a_dims);
+                let b = TensorData::new(values(6 * k * n, 32, 1.0), [2, 3, k, n]);
+                let reference = {
+                    let device = Default::default();
+                    let a = Tensor::<NdArray<f32>, 4>::from_data(a.clone(), &device);
+                    let a = if a_t { a.swap_dims(2, 3) } else { a };
+                    data(composed(a, Tensor::from_data(b.clone(), &device), shape))
+                };
+                let full = data(shaped::<NdArray<f32>>(&a, &b, a_t, ProductShape::PLAIN));
+                assert!(full.iter().zip(&reference).any(|(f, r)| f != r), "{triangle:?} leaves something out");
+                for tile in [TileChoice::Auto, TileChoice::Fixed(ProductTile { rows: 64, cols: 64, depth: 16 })] {
+                    let what = format!("{triangle:?}, a transposed {a_t}, {tile:?}");
+                    with_product_tile(tile, || {
+                        close(&data(shaped::<burn_wgpu::Wgpu>(&a, &b, a_t, shape)), &reference, 1e-5, &what);
+                        close(&data(shaped::<WgpuUnfused>(&a, &b, a_t, shape)), &reference, 1e-5, &what);
+                    });
+                    runs += 2;
+                }
+            }
+        }
+    }
+    let ran = super::CALLS.load(Ordering::Relaxed) - before;
+    assert!(ran >= runs, "our kernel ran {ran} times for {runs} products");
+}
+
+/// With heads last a rank-4 result is `[batch, m, heads, n]` in memory, handed out as the
+/// `[batch, heads, m, n]` view of it: the same values, strides permuted, so that joining the
+/// heads (`swap_dims(1, 2)` and a reshape) copies nothing.
+#[test]
+fn heads_last_product_holds_the_same_values_stored_batch_len_heads() {
+    let _turn = super::tests::serial();
+    let (m, k, n) = (70, 12, 16);
+    let a = TensorData::new(values(2 * 3 * m * k, 41, 1.0), [2, 3, m, k]);
+    let b = TensorData::new(values(2 * 3 * k * n, 42, 1.0), [2, 3, k, n]);
+    let plain = data(shaped::<WgpuUnfused>(&a, &b, false, ProductShape::PLAIN));
+    let last = shaped::<WgpuUnfused>(&a, &b, false, ProductShape::new(Triangle::Full, true));
+    let strides = last.clone().into_primitive().tensor().meta.strides().to_vec();
+    assert_eq!(strides, vec![m * 3 * n, n, 3 * n, 1], "stored as [batch, m, heads, n]");
+    close(&data(last), &plain, 0.0, "heads last, unfused");
+    let fused = shaped::<burn_wgpu::Wgpu>(&a, &b, false, ProductShape::new(Triangle::Full, true));
+    let joined = fused.swap_dims(1, 2).reshape([2, m, 3 * n]);
+    let expected = Tensor::<NdArray<f32>, 4>::from_data(TensorData::new(plain, [2, 3, m, n]), &Default::default());
+    close(&data(joined), &data(expected.swap_dims(1, 2).reshape([2, m, 3 * n])), 0.0, "heads last, fused, joined");
+}
+
+/// Attention's scores and context as autodiff steps with our kernel (fused and unfused),
+/// with a causal mask (offset 0, and 3: queries after 3 cached keys) and without: the
+/// context and the gradients of `Q`, `K`, `V` are the CPU's through Burn's full products.
+#[test]
+fn attention_products_with_triangles_on_wgpu_equal_full_products_on_cpu_in_values_and_gradients() {
+    use crate::fused::products::CHOICE;
+    use crate::fused::{attention_context, attention_scores, GpuProducts};
+    use crate::mask::{causal_mask, MASKED_SCORE};
+
+    fn grads<B: AutodiffBackend>(queries: usize, causal: Option<usize>) -> [Vec<f32>; 4] {
+        let device = Default::default();
+        let (d, offset) = (12, causal.unwrap_or(0));
+        let keys = queries + offset;
+        let tensor = |len, seed, scale| {
+            let shape = [2, 3, len, d];
+            let n = shape.iter().product::<usize>();
+            Tensor::<B, 4>::from_data(TensorData::new(values(n, seed, scale), shape), &device).require_grad()
+        };
+        let (q, k, v) = (tensor(queries, 51, 1.0), tensor(keys, 52, 1.0), tensor(keys, 53, 0.5));
+        let mut scores = attention_scores(q.clone(), k.clone(), causal).mul_scalar(0.25);
+        if causal.is_some() {
+            let mask = causal_mask::<B>(queries, keys, offset, &device).expand([2, 3, queries, keys]);
+            scores = scores.mask_fill(mask, MASKED_SCORE);
+        }
+        let weights = burn::tensor::activation::softmax(scores, 3);
+        let context = attention_context(weights, v.clone(), causal);
+        let w =
+            Tensor::<B, 4>::from_data(TensorData::new(values(6 * queries * d, 54, 1.0), [2, 3, queries, d]), &device);
+        let g = (context.clone() * w).sum().backward();
+        [data(context), data(q.grad(&g).unwrap()), data(k.grad(&g).unwrap()), data(v.grad(&g).unwrap())]
+    }
+
+    let _turn = super::tests::serial();
+    for (queries, causal) in [(140, Some(0)), (137, Some(3)), (70, None)] {
+        let reference = grads::<Autodiff<NdArray<f32>>>(queries, causal);
+        CHOICE.with(|p| p.set(Some(GpuProducts::Ours)));
+        let before = super::CALLS.load(Ordering::Relaxed);
+        let ours =
+            [grads::<Autodiff<burn_wgpu::Wgpu>>(queries, causal), grads::<Autodiff<WgpuUnfused>>(queries, causal)];
+        let runs = super::CALLS.load(Ordering::Relaxed) - before;
+        CHOICE.with(|p| p.set(None));
+        assert!(runs >= 12, "our kernel ran {runs} times for 12 products");
+        for (backend, ours) in ["wgpu", "wgpu-unfused"].iter().zip(ours) {
+            for (what, (o, r)) in ["context", "dQ", "dK", "dV"].iter().zip(ours.iter().zip(&reference)) {
+                close(o, r, 1e-4, &format!("{backend} {what}, causal {causal:?}"));
+            }
+        }
+    }
+}
