@@ -56,7 +56,8 @@ impl<B: Backend> DecoderLayer<B> {
     /// - `x`: `[batch, new, d_model]`
     /// - `memory`: this layer's cross-attention keys/values of the encoder output,
     ///   `[batch, heads, source_len, d_k]`
-    /// - `self_mask`: broadcastable to `[batch, heads, new, cached + new]`
+    /// - `self_mask`: broadcastable to `[batch, heads, new, cached + new]`; `causal`: the offset
+    ///   of a causal mask it includes ([`crate::attention::attention_with_scale`])
     /// - `cross_mask`: broadcastable to `[batch, heads, new, source_len]`
     /// - output: `x` `[batch, new, d_model]`
     pub fn forward_cached(
@@ -64,6 +65,7 @@ impl<B: Backend> DecoderLayer<B> {
         x: Tensor<B, 3>,
         memory: &KeyValue<B>,
         self_mask: Option<Tensor<B, 4, Bool>>,
+        causal: Option<usize>,
         cross_mask: Option<Tensor<B, 4, Bool>>,
         cache: &mut SelfCache<B>,
     ) -> LayerOutput<B> {
@@ -71,7 +73,7 @@ impl<B: Backend> DecoderLayer<B> {
         let (x, self_weights) = residual(x, &self.norm_self, self.norm, &self.dropout, |h| {
             let (q, kv) = attention.self_projections(h);
             let kv = extend(cache, kv);
-            let out = attention.attend_queries(q, &kv, self_mask, None);
+            let out = attention.attend_queries(q, &kv, self_mask, causal);
             (out.context, out.weights)
         });
         let (x, cross_weights) = residual(x, &self.norm_cross, self.norm, &self.dropout, |h| {
@@ -117,7 +119,8 @@ impl<B: Backend> Decoder<B> {
     /// # Shapes
     /// - `x`: `[batch, new, d_model]`
     /// - `memory`: see [`Decoder::memory_keys_values`]
-    /// - `self_mask`: broadcastable to `[batch, heads, new, cached + new]`
+    /// - `self_mask`: broadcastable to `[batch, heads, new, cached + new]`; `causal` as
+    ///   [`DecoderLayer::forward_cached`]'s
     /// - `cross_mask`: broadcastable to `[batch, heads, new, source_len]`
     /// - output: (`[batch, new, d_model]`, each layer's self- and cross-attention weights)
     pub fn forward_cached(
@@ -125,13 +128,14 @@ impl<B: Backend> Decoder<B> {
         x: Tensor<B, 3>,
         memory: &[KeyValue<B>],
         self_mask: Option<Tensor<B, 4, Bool>>,
+        causal: Option<usize>,
         cross_mask: Option<Tensor<B, 4, Bool>>,
         caches: &mut [SelfCache<B>],
     ) -> (Tensor<B, 3>, Vec<LayerOutput<B>>) {
         let mut x = x;
         let mut outputs = Vec::with_capacity(self.layers.len());
         for ((layer, kv), cache) in self.layers.iter().zip(memory).zip(caches.iter_mut()) {
-            let out = layer.forward_cached(x, kv, self_mask.clone(), cross_mask.clone(), cache);
+            let out = layer.forward_cached(x, kv, self_mask.clone(), causal, cross_mask.clone(), cache);
             x = out.x.clone();
             outputs.push(out);
         }

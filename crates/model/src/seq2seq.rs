@@ -193,7 +193,7 @@ impl<B: Backend> TranslationModel<B> {
         let self_mask = causal_mask::<B>(new, offset + new, offset, &x.device());
         let cross_mask = cache.source_padding.clone().map(padding_mask);
         let (x, outputs) =
-            self.decoder.forward_cached(x, &cache.memory, Some(self_mask), cross_mask, &mut cache.layers);
+            self.decoder.forward_cached(x, &cache.memory, Some(self_mask), Some(offset), cross_mask, &mut cache.layers);
         cache.len += new;
         let logits = match &self.output {
             Some(output) => crate::positionwise::positionwise(output, x),

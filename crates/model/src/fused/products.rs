@@ -3,10 +3,10 @@
 //! environment variable `ATTEND_GPU_MATMUL`. Every product of a linear map goes through
 //! [`product`]: the forward `x·W`, the backward's `dy·Wᵀ` and the weight gradients `xᵀ·dy`,
 //! cut into slices of rows where they sum over many ([`rows_product`]); attention's per-head
-//! products through [`matmul`] where attention is composed under Burn's autodiff (with
-//! dropout on its weights), one autodiff step whose backward takes the same kernel, and
-//! through [`product`] inside attention's own autodiff step (`fused/attention.rs`, without
-//! dropout). The CubeCL kernel of the fused attention (`ATTEND_GPU_KERNELS=all`, and
+//! products where attention is composed under Burn's autodiff (with dropout on its weights)
+//! through [`super::attention_products`] (which asks [`kernels_taking`] here), each one
+//! autodiff step whose backward takes the same kernel, and through [`product`] inside
+//! attention's own autodiff step (`fused/attention.rs`, without dropout). The CubeCL kernel of the fused attention (`ATTEND_GPU_KERNELS=all`, and
 //! wgpu-unfused) keeps Burn's products.
 //!
 //! Ours computes the same products (the tests in `fused/cube/product_tests.rs`) in exact

@@ -29,6 +29,10 @@
 //! form reached 36 in training (the MLP's forward products) and took nanoGPT's GPU step from
 //! 92.4 to 53.9 ms (docs/benchmarks.md, "Our product kernel on the H200").
 //!
+//! A comptime `triangle` (`crate::fused::product_shape`) lets attention's products under a
+//! causal mask leave out the steps along `k` (or whole tiles) that the mask makes zero, and
+//! `C` is written through its strides, so that the launcher may lay it out heads last.
+//!
 //! `product_launch.rs` checks the operands and the tile and launches it.
 
 use cubecl::prelude::*;

@@ -84,7 +84,8 @@ pub(super) fn product<R: CubeRuntime>(
     // SAFETY: every read of an operand is guarded by its rows and depth, every write of `out`
     // by its rows and columns (`load`, `fetch`, the final loop), the tile is one the kernel takes (asserted: whole warps, whole loads), the shapes match (asserted above) and
     // the position along each batch axis is below `out`'s size there and each operand's (or
-    // the operand has one entry there: `CUBE_POS_Z` counts `out`'s batch entries); shared memory is indexed below its size (two stages of `step` rows); the loop over `k` ends. A
+    // the operand has one entry there: `CUBE_POS_Z` counts `out`'s batch entries); shared memory is indexed below its size (two stages of `step` rows); the loop over `k` ends (from `k_begin` to `k_end`, which a triangle only narrows; every
+    // read stays guarded by `k`'s length whatever they are); the heads-last output is a permuted view of a buffer of its size. A
     // vector of four is read or written only where `vectors_of_four_rows` found the rows
     // contiguous and every offset a multiple of four, so that it starts at a multiple of four
     // and lies wholly inside or wholly outside the guarded rows and columns.
