@@ -254,7 +254,8 @@ pub fn product_kernel<F: Float, NA: Size, NB: Size, NC: Size>(
     let mut k_begin = 0usize;
     let mut k_end = depth;
     if comptime![triangle == 1] {
-        if col0 > row0 + comptime![tile_m - 1] + offset {
+        let above = col0 > row0 + comptime![tile_m - 1] + offset;
+        if above {
             k_end = 0;
         }
     }
@@ -265,7 +266,8 @@ pub fn product_kernel<F: Float, NA: Size, NB: Size, NC: Size>(
         }
     }
     if comptime![triangle == 3] {
-        if row0 > offset {
+        let below = row0 > offset;
+        if below {
             k_begin = row0 - offset;
         }
     }
