@@ -3,7 +3,10 @@
 //! `ATTEND_GPU_TILE` takes), for `cargo xtask bench products`: for each map `d_in → d_out`
 //! over `rows` positions, the forward `x·W`, the input gradient `dy·Wᵀ`, the weight gradient
 //! `xᵀ·dy` in row slices (what training runs) and in one product; for attention over the
-//! same positions in sequences of `len`, the six per-head products of its forward and backward.
+//! same positions in sequences of `len`, the six per-head products of its forward and backward,
+//! full and under a causal mask as training runs them (`attend_model::fused::ProductShape`:
+//! the masked half left out, results heads last; with CubeCL's kernel the full product and
+//! the masks instead).
 //!
 //! Each timing is `reps` products issued back to back after `warmup` untimed ones (which
 //! autotune CubeCL's kernels and compile ours), between two synchronizations of the device;
@@ -12,7 +15,8 @@
 use std::time::Instant;
 
 use attend_model::fused::{
-    linear_product, matmul, with_gpu_products, with_product_tile, GpuProducts, LinearProduct, ProductTile, TileChoice,
+    linear_product, matmul, product_shaped, with_gpu_products, with_product_tile, GpuProducts, LinearProduct,
+    ProductShape, ProductTile, TileChoice, Triangle,
 };
 use burn::tensor::backend::Backend;
 use burn::tensor::{Distribution, Tensor};
@@ -153,7 +157,7 @@ pub fn time_linear_products<B: Backend>(
 /// Times attention's six per-head products over `rows` positions (`rows / len` sequences)
 /// with each kernel of `kernels`, as composed attention runs them (transposes as views): the
 /// forward's scores `Q·Kᵀ` and context `P·V`, the backward's `dP = dC·Vᵀ`, `dV = Pᵀ·dC`,
-/// `dQ = dS·K` and `dK = dSᵀ·Q`.
+/// `dQ = dS·K` and `dK = dSᵀ·Q`; then the same six under a causal mask.
 pub fn time_attention_products<B: Backend>(
     device: &B::Device,
     rows: usize,
@@ -174,13 +178,32 @@ pub fn time_attention_products<B: Backend>(
     let (q, k, v, dc) = (narrow(), narrow(), narrow(), narrow());
     let (p, ds) = (square(), square());
     type Product<B> = fn(&[Tensor<B, 4>; 6]) -> Tensor<B, 4>;
-    let products: [(&str, [usize; 3], Product<B>); 6] = [
+    // Under a causal mask (offset 0) as training runs them: triangles, results heads last
+    // where the heads are joined next (`attend_model::fused::ProductShape`).
+    fn causal<B: Backend>(a: &Tensor<B, 4>, b: &Tensor<B, 4>, triangle: Triangle, heads_last: bool) -> Tensor<B, 4> {
+        product_shaped(a.clone(), b.clone(), ProductShape::new(triangle, heads_last))
+    }
+    let products: [(&str, [usize; 3], Product<B>); 12] = [
         ("scores Q·Kᵀ", [len, width, len], |[q, k, ..]| matmul(q.clone(), k.clone().swap_dims(2, 3))),
         ("context P·V", [len, len, width], |[_, _, v, _, p, _]| matmul(p.clone(), v.clone())),
         ("dP = dC·Vᵀ", [len, width, len], |[_, _, v, dc, ..]| matmul(dc.clone(), v.clone().swap_dims(2, 3))),
         ("dV = Pᵀ·dC", [len, len, width], |[_, _, _, dc, p, _]| matmul(p.clone().swap_dims(2, 3), dc.clone())),
         ("dQ = dS·K", [len, len, width], |[_, k, _, _, _, ds]| matmul(ds.clone(), k.clone())),
         ("dK = dSᵀ·Q", [len, len, width], |[q, _, _, _, _, ds]| matmul(ds.clone().swap_dims(2, 3), q.clone())),
+        ("scores Q·Kᵀ, causal", [len, width, len], |[q, k, ..]| {
+            causal(q, &k.clone().swap_dims(2, 3), Triangle::Output(0), false)
+        }),
+        ("context P·V, causal", [len, len, width], |[_, _, v, _, p, _]| causal(p, v, Triangle::LowerA(0), true)),
+        ("dP = dC·Vᵀ, causal", [len, width, len], |[_, _, v, dc, ..]| {
+            causal(dc, &v.clone().swap_dims(2, 3), Triangle::Output(0), false)
+        }),
+        ("dV = Pᵀ·dC, causal", [len, len, width], |[_, _, _, dc, p, _]| {
+            causal(&p.clone().swap_dims(2, 3), dc, Triangle::UpperA(0), true)
+        }),
+        ("dQ = dS·K, causal", [len, len, width], |[_, k, _, _, _, ds]| causal(ds, k, Triangle::LowerA(0), true)),
+        ("dK = dSᵀ·Q, causal", [len, len, width], |[q, _, _, _, _, ds]| {
+            causal(&ds.clone().swap_dims(2, 3), q, Triangle::UpperA(0), true)
+        }),
     ];
     let operands = [q, k, v, dc, p, ds];
     let mut times = Vec::new();
@@ -221,11 +244,13 @@ mod tests {
     }
 
     #[test]
-    fn attention_times_cover_six_products_of_every_head_with_their_dimensions() {
+    fn attention_times_cover_six_products_of_every_head_full_and_causal_with_their_dimensions() {
         let shape = AttentionShape { len: 8, heads: 2, width: 4 };
         let kernels = [ProductKernel::CUBECL];
         let times = time_attention_products::<NdArray<f32>>(&Default::default(), 24, shape, &kernels, 0, 1).unwrap();
-        assert_eq!(times.len(), 6);
+        assert_eq!(times.len(), 12);
+        assert_eq!(times[6].product, "scores Q·Kᵀ, causal");
+        assert_eq!(times[6].dims, times[0].dims);
         assert!(times.iter().all(|t| t.matrices == 3 * 2 && t.seconds > 0.0));
         assert_eq!(times[0].dims, [8, 4, 8]);
         assert_eq!(times[1].dims, [8, 8, 4]);

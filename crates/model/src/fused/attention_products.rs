@@ -97,6 +97,24 @@ fn on<B: Backend>(
     })
 }
 
+/// `a·b` under `shape` (rank 4, attention's per-head products) on `B`: our kernel where it
+/// takes the product ([`super::products::matmul`]'s rule), else [`super::product_shape`]'s
+/// composed reference (Burn's product and masks). For `bench products`, which times the
+/// backward's products alone too.
+pub fn product_shaped<B: Backend>(a: Tensor<B, 4>, b: Tensor<B, 4>, shape: ProductShape) -> Tensor<B, 4> {
+    fn with<B: Backend, K: FusedOps>(a: Tensor<B, 4>, b: Tensor<B, 4>, shape: ProductShape) -> Tensor<B, 4> {
+        let a = same::<Tensor<B, 4>, Tensor<K, 4>>(a).into_primitive().tensor();
+        let b = same::<Tensor<B, 4>, Tensor<K, 4>>(b).into_primitive().tensor();
+        same(Tensor::<K, 4>::from_primitive(TensorPrimitive::Float(K::fused_product_shaped(a, b, shape))))
+    }
+    match super::products::kernels_taking::<B, 4>(&a, &b) {
+        Some(kernels) => super::on_kernels!(@match kernels, K => with::<B, K>(a, b, shape), _ => {
+            super::product_shape::composed(a, b, shape)
+        }),
+        None => super::product_shape::composed(a, b, shape),
+    }
+}
+
 fn transposed<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
     B::float_swap_dims(x, 2, 3)
 }

@@ -97,7 +97,7 @@ pub(crate) const INV_SQRT_2PI: f64 = 0.398_942_280_401_432_7;
 pub use add::add;
 pub use attention::attention;
 pub use attention_packed::{attention_packed, Packing};
-pub use attention_products::{attention_context, attention_scores};
+pub use attention_products::{attention_context, attention_scores, product_shaped};
 pub use attention_weights::attention_weights;
 pub use concat::{cat_columns, cat_pair};
 pub use cross_entropy::{cross_entropy, log_sum_exp_f64};
