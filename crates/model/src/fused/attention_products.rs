@@ -41,11 +41,12 @@ pub(super) fn triangles(causal: Option<usize>) -> (Triangle, Triangle) {
     }
 }
 
-/// Which of the two products.
+/// Which product [`on`] runs.
 #[derive(Clone, Copy)]
 enum Which {
-    Scores,
-    Context,
+    Scores(Option<usize>),
+    Context(Option<usize>),
+    Shaped(ProductShape),
 }
 
 /// `Q·Kᵀ`: attention's raw scores, `[batch, heads, queries, keys]`, from `q`: `[batch, heads,
@@ -54,7 +55,7 @@ enum Which {
 pub fn attention_scores<B: Backend>(q: Tensor<B, 4>, k: Tensor<B, 4>, causal: Option<usize>) -> Tensor<B, 4> {
     let kt = k.clone().swap_dims(2, 3);
     match super::products::kernels_taking::<B, 4>(&q, &kt) {
-        Some(kernels) => on(kernels, Which::Scores, q, k, causal),
+        Some(kernels) => on(kernels, Which::Scores(causal), q, k),
         None => q.matmul(kt),
     }
 }
@@ -64,37 +65,9 @@ pub fn attention_scores<B: Backend>(q: Tensor<B, 4>, k: Tensor<B, 4>, causal: Op
 /// and `v`: `[batch, heads, keys, d_v]`.
 pub fn attention_context<B: Backend>(p: Tensor<B, 4>, v: Tensor<B, 4>, causal: Option<usize>) -> Tensor<B, 4> {
     match super::products::kernels_taking::<B, 4>(&p, &v) {
-        Some(kernels) => on(kernels, Which::Context, p, v, causal),
+        Some(kernels) => on(kernels, Which::Context(causal), p, v),
         None => p.matmul(v),
     }
-}
-
-/// `which` by the backend `kernels` names (`B` itself).
-fn on<B: Backend>(
-    kernels: Kernels,
-    which: Which,
-    a: Tensor<B, 4>,
-    b: Tensor<B, 4>,
-    causal: Option<usize>,
-) -> Tensor<B, 4> {
-    fn with<B: Backend, K: FusedOps>(
-        which: Which,
-        a: Tensor<B, 4>,
-        b: Tensor<B, 4>,
-        causal: Option<usize>,
-    ) -> Tensor<B, 4> {
-        let a = same::<Tensor<B, 4>, Tensor<K, 4>>(a).into_primitive().tensor();
-        let b = same::<Tensor<B, 4>, Tensor<K, 4>>(b).into_primitive().tensor();
-        let c = match which {
-            Which::Scores => K::fused_attention_scores(a, b, causal),
-            Which::Context => K::fused_attention_context(a, b, causal),
-        };
-        same(Tensor::<K, 4>::from_primitive(TensorPrimitive::Float(c)))
-    }
-    super::on_kernels!(@match kernels, K => with::<B, K>(which, a, b, causal), _ => match which {
-        Which::Scores => a.matmul(b.swap_dims(2, 3)),
-        Which::Context => a.matmul(b),
-    })
 }
 
 /// `a·b` under `shape` (rank 4, attention's per-head products) on `B`: our kernel where it
@@ -102,21 +75,55 @@ fn on<B: Backend>(
 /// composed reference (Burn's product and masks). For `bench products`, which times the
 /// backward's products alone too.
 pub fn product_shaped<B: Backend>(a: Tensor<B, 4>, b: Tensor<B, 4>, shape: ProductShape) -> Tensor<B, 4> {
-    fn with<B: Backend, K: FusedOps>(a: Tensor<B, 4>, b: Tensor<B, 4>, shape: ProductShape) -> Tensor<B, 4> {
-        let a = same::<Tensor<B, 4>, Tensor<K, 4>>(a).into_primitive().tensor();
-        let b = same::<Tensor<B, 4>, Tensor<K, 4>>(b).into_primitive().tensor();
-        same(Tensor::<K, 4>::from_primitive(TensorPrimitive::Float(K::fused_product_shaped(a, b, shape))))
-    }
     match super::products::kernels_taking::<B, 4>(&a, &b) {
-        Some(kernels) => super::on_kernels!(@match kernels, K => with::<B, K>(a, b, shape), _ => {
-            super::product_shape::composed(a, b, shape)
-        }),
+        Some(kernels) => on(kernels, Which::Shaped(shape), a, b),
         None => super::product_shape::composed(a, b, shape),
     }
 }
 
+/// `which` by the backend `kernels` names (`B` itself); Burn's operations for a backend
+/// without our kernels, which [`super::products::kernels_taking`] never names.
+fn on<B: Backend>(kernels: Kernels, which: Which, a: Tensor<B, 4>, b: Tensor<B, 4>) -> Tensor<B, 4> {
+    fn with<B: Backend, K: FusedOps>(which: Which, a: Tensor<B, 4>, b: Tensor<B, 4>) -> Tensor<B, 4> {
+        let a = same::<Tensor<B, 4>, Tensor<K, 4>>(a).into_primitive().tensor();
+        let b = same::<Tensor<B, 4>, Tensor<K, 4>>(b).into_primitive().tensor();
+        let c = match which {
+            Which::Scores(causal) => K::fused_attention_scores(a, b, causal),
+            Which::Context(causal) => K::fused_attention_context(a, b, causal),
+            Which::Shaped(shape) => K::fused_product_shaped(a, b, shape),
+        };
+        same(Tensor::<K, 4>::from_primitive(TensorPrimitive::Float(c)))
+    }
+    super::on_kernels!(@match kernels, K => with::<B, K>(which, a, b), _ => match which {
+        Which::Scores(_) => a.matmul(b.swap_dims(2, 3)),
+        Which::Context(_) => a.matmul(b),
+        Which::Shaped(shape) => super::product_shape::composed(a, b, shape),
+    })
+}
+
 fn transposed<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
     B::float_swap_dims(x, 2, 3)
+}
+
+/// Both operands, each kept where the other is tracked (its gradient reads it).
+type Kept<B> = (Option<FloatTensor<B>>, Option<FloatTensor<B>>);
+
+/// The autodiff step `backward` over `forward(a, b)`, keeping `b` where `a` is tracked and `a`
+/// where `b` is (the state both steps below read as `(b, a)`).
+fn step<B: FusedOps, C: CheckpointStrategy>(
+    backward: impl Backward<B, 2, State = Kept<B>>,
+    a: FloatTensor<Autodiff<B, C>>,
+    b: FloatTensor<Autodiff<B, C>>,
+    forward: impl FnOnce(FloatTensor<B>, FloatTensor<B>) -> FloatTensor<B>,
+) -> FloatTensor<Autodiff<B, C>> {
+    let (a_tracked, b_tracked) = (a.is_tracked(), b.is_tracked());
+    match backward.prepare::<C>([a.node.clone(), b.node.clone()]).compute_bound().stateful() {
+        OpsKind::Tracked(prep) => {
+            let state = (a_tracked.then(|| b.primitive.clone()), b_tracked.then(|| a.primitive.clone()));
+            prep.finish(state, forward(a.primitive, b.primitive))
+        }
+        OpsKind::UnTracked(prep) => prep.finish(forward(a.primitive, b.primitive)),
+    }
 }
 
 /// [`FusedOps::fused_attention_scores`] on `Autodiff<B, C>`: one step, `dQ = tril(dX)·K` and
@@ -131,7 +138,7 @@ pub(super) fn scores<B: FusedOps, C: CheckpointStrategy>(
 
     impl<B: FusedOps> Backward<B, 2> for ScoresBackward {
         /// `K` where `Q` is tracked, `Q` where `K` is.
-        type State = (Option<FloatTensor<B>>, Option<FloatTensor<B>>);
+        type State = Kept<B>;
 
         fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
             let (k, q) = ops.state;
@@ -154,15 +161,7 @@ pub(super) fn scores<B: FusedOps, C: CheckpointStrategy>(
         }
     }
 
-    let (q_tracked, k_tracked) = (q.is_tracked(), k.is_tracked());
-    let forward = |q, k| B::fused_attention_scores(q, k, causal);
-    match ScoresBackward(causal).prepare::<C>([q.node.clone(), k.node.clone()]).compute_bound().stateful() {
-        OpsKind::Tracked(prep) => {
-            let state = (q_tracked.then(|| k.primitive.clone()), k_tracked.then(|| q.primitive.clone()));
-            prep.finish(state, forward(q.primitive, k.primitive))
-        }
-        OpsKind::UnTracked(prep) => prep.finish(forward(q.primitive, k.primitive)),
-    }
+    step::<B, C>(ScoresBackward(causal), q, k, |q, k| B::fused_attention_scores(q, k, causal))
 }
 
 /// [`FusedOps::fused_attention_context`] on `Autodiff<B, C>`: one step, `dP̃ = tril(dC·Vᵀ)` and
@@ -177,7 +176,7 @@ pub(super) fn context<B: FusedOps, C: CheckpointStrategy>(
 
     impl<B: FusedOps> Backward<B, 2> for ContextBackward {
         /// `V` where `P̃` is tracked, `P̃` where `V` is.
-        type State = (Option<FloatTensor<B>>, Option<FloatTensor<B>>);
+        type State = Kept<B>;
 
         fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
             let (v, p) = ops.state;
@@ -203,13 +202,5 @@ pub(super) fn context<B: FusedOps, C: CheckpointStrategy>(
         }
     }
 
-    let (p_tracked, v_tracked) = (p.is_tracked(), v.is_tracked());
-    let forward = |p, v| B::fused_attention_context(p, v, causal);
-    match ContextBackward(causal).prepare::<C>([p.node.clone(), v.node.clone()]).compute_bound().stateful() {
-        OpsKind::Tracked(prep) => {
-            let state = (p_tracked.then(|| v.primitive.clone()), v_tracked.then(|| p.primitive.clone()));
-            prep.finish(state, forward(p.primitive, v.primitive))
-        }
-        OpsKind::UnTracked(prep) => prep.finish(forward(p.primitive, v.primitive)),
-    }
+    step::<B, C>(ContextBackward(causal), p, v, |p, v| B::fused_attention_context(p, v, causal))
 }

@@ -224,10 +224,12 @@ pub trait FusedOps: Backend {
 
     /// `a·b` over the last two axes (rank 2 to 4; either operand may be a transposed view):
     /// the products of the linear maps and of attention where `ATTEND_GPU_MATMUL` takes ours
-    /// ([`products`], which calls it on the GPU backends only). Burn's `matmul` by default;
-    /// under autodiff an autodiff step of its own (its operands' batch axes alike).
+    /// ([`products`], which calls it on the GPU backends only). By default
+    /// [`FusedOps::fused_product_shaped`] with nothing left out (our kernel where a backend
+    /// has it, else Burn's `matmul`); under autodiff an autodiff step of its own (its
+    /// operands' batch axes alike).
     fn fused_product(a: FloatTensor<Self>, b: FloatTensor<Self>) -> FloatTensor<Self> {
-        Self::float_matmul(a, b)
+        Self::fused_product_shaped(a, b, ProductShape::PLAIN)
     }
 
     /// [`FusedOps::fused_product`] leaving out what `shape`'s triangle says and laying the

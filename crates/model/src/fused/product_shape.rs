@@ -123,13 +123,17 @@ pub(super) fn composed<B: Backend, const D: usize>(
     }
 }
 
-/// [`composed`] on primitives of rank `a`'s, for `FusedOps::fused_product_shaped`'s default.
+/// [`composed`] on primitives of rank `a`'s, for `FusedOps::fused_product_shaped`'s default
+/// (and so `fused_product`'s: a full product is Burn's `matmul` of any rank).
 pub(super) fn composed_primitive<B: Backend>(
     a: FloatTensor<B>,
     b: FloatTensor<B>,
     shape: ProductShape,
 ) -> FloatTensor<B> {
     use burn::tensor::TensorMetadata;
+    if shape.triangle == Triangle::Full {
+        return B::float_matmul(a, b);
+    }
     match a.shape().num_dims() {
         2 => composed::<B, 2>(float(a), float(b), shape).into_primitive().tensor(),
         3 => composed::<B, 3>(float(a), float(b), shape).into_primitive().tensor(),

@@ -25,10 +25,6 @@ use crate::fused::dispatch::{attention_kernels_under_fusion, kernels_under_fusio
 use crate::fused::{composed, FusedOps};
 
 impl<B: FusionBackend + FusedOps> FusedOps for Fusion<B> {
-    fn fused_product(a: FloatTensor<Self>, b: FloatTensor<Self>) -> FloatTensor<Self> {
-        Self::fused_product_shaped(a, b, crate::fused::ProductShape::PLAIN)
-    }
-
     fn fused_product_shaped(
         a: FloatTensor<Self>,
         b: FloatTensor<Self>,

@@ -355,10 +355,6 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> FusedOps f
         dz
     }
 
-    fn fused_product(a: FloatTensor<Self>, b: FloatTensor<Self>) -> FloatTensor<Self> {
-        Self::fused_product_shaped(a, b, crate::fused::ProductShape::PLAIN)
-    }
-
     fn fused_product_shaped(
         a: FloatTensor<Self>,
         b: FloatTensor<Self>,
