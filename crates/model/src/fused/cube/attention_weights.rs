@@ -9,8 +9,10 @@
 //! scores, where reading them takes about 0.03), Burn's Bernoulli draw into a mask tensor,
 //! the product by it, and in the backward the product by the mask again, the softmax's backward
 //! (a reduction) and the scale, each a pass over a score-sized tensor. Here each direction is one
-//! launch, each row one warp of [`UNITS`] units striding over the row (reads and writes
-//! coalesced), [`ROWS`] rows a cube.
+//! launch, each row one warp of [`UNITS`] units, [`ROWS`] rows a cube. Each unit reads its share
+//! of the row (every 32nd vector of four keys, [`row_vectors`]) once, all its reads under way
+//! before the first is used, and keeps it in registers until it writes the results: a warp's
+//! reads and writes are 512 contiguous bytes.
 //!
 //! **The mask** `m` of element `i` (its index in the `[rows, keys]` matrix) is
 //! `mix(mix(i ⊕ k₀) + k₁) < keep·2³²` with `mix` the "lowbias32" integer hash (xor-shifts and
@@ -24,6 +26,7 @@ use burn::tensor::TensorMetadata;
 use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::CubeRuntime;
+use cubecl::ir::VectorSize;
 use cubecl::prelude::*;
 
 use super::kernels::{cube_max, cube_sum, mask_row};
@@ -63,117 +66,149 @@ fn masked<M: Numeric>(mask: &Tensor<M>, mask_base: usize, c: usize, #[comptime] 
     is
 }
 
-/// `P` and `P̃` of each row of the raw scores `x` (`[rows, keys]`, contiguous): scores `s·x`,
-/// `masked_score` where `mask` is set, their softmax, and each weight kept (times
-/// `inverse_keep`) where its draw is below `threshold`.
+/// `P` and `P̃` of each row of the raw scores `x` (`[rows, keys]`, contiguous, read `N` keys at
+/// a time): scores `s·x`, `masked_score` where `mask` is set, their softmax, and each weight
+/// kept (times `inverse_keep`) where its draw is below `threshold`. A unit holds its `chunks`
+/// vectors of the row (every [`UNITS`]th) in registers from one read to the writes.
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
-pub fn attention_weights_forward<F: Float, M: Numeric, I: Numeric>(
-    x: &Tensor<F>,
+pub fn attention_weights_forward<F: Float, M: Numeric, I: Numeric, N: Size>(
+    x: &Tensor<Vector<F, N>>,
     mask: &Tensor<M>,
     key: &Tensor<I>,
-    weights: &mut Tensor<F>,
-    dropped: &mut Tensor<F>,
+    weights: &mut Tensor<Vector<F, N>>,
+    dropped: &mut Tensor<Vector<F, N>>,
     scale: f32,
     masked_score: f32,
     threshold: u32,
     inverse_keep: f32,
     #[comptime] has_mask: bool,
+    #[comptime] chunks: usize,
     #[define(F, M, I)] _dtypes: [StorageType; 3],
 ) {
+    let width = comptime![x.vector_size()];
     let (row, d) = this_row(x.shape(0), x.shape(1));
-    let base = row * x.shape(1);
+    let (vectors, base) = (d / width, row * x.shape(1));
     let mut mask_base = 0;
     if comptime![has_mask] {
         mask_base = mask_row::<M>(mask, row);
     }
     let mut shared = SharedMemory::<f32>::new(comptime![UNITS * ROWS]);
+    let mut s = Array::<Vector<f32, N>>::new(chunks);
     let mut top = f32::new(-3.0e38);
-    let mut c = UNIT_POS_X as usize;
-    while c < d {
-        let mut s = f32::cast_from(x[base + c]) * scale;
-        if masked::<M>(mask, mask_base, c, has_mask) {
-            s = masked_score;
+    #[unroll]
+    for j in 0..chunks {
+        let v = j * UNITS + UNIT_POS_X as usize;
+        let mut scores = Vector::<f32, N>::new(masked_score);
+        if v < vectors {
+            scores = Vector::<f32, N>::cast_from(x[base / width + v]) * Vector::new(scale);
+            #[unroll]
+            for i in 0..width {
+                if masked::<M>(mask, mask_base, v * width + i, has_mask) {
+                    scores[i] = masked_score;
+                }
+                top = f32::max(top, scores[i]);
+            }
         }
-        top = f32::max(top, s);
-        c += CUBE_DIM_X as usize;
+        s[j] = scores;
     }
     let top = cube_max(top, &mut shared);
     let mut sum = 0.0f32;
-    c = UNIT_POS_X as usize;
-    while c < d {
-        let mut s = f32::cast_from(x[base + c]) * scale;
-        if masked::<M>(mask, mask_base, c, has_mask) {
-            s = masked_score;
+    #[unroll]
+    for j in 0..chunks {
+        let v = j * UNITS + UNIT_POS_X as usize;
+        if v < vectors {
+            let e = Vector::exp(s[j] - Vector::new(top));
+            #[unroll]
+            for i in 0..width {
+                sum += e[i];
+            }
+            s[j] = e;
         }
-        sum += f32::exp(s - top);
-        c += CUBE_DIM_X as usize;
     }
     let sum = cube_sum(sum, &mut shared);
     let (k0, k1) = (u32::cast_from(key[0]), u32::cast_from(key[key.stride(0)]));
-    c = UNIT_POS_X as usize;
-    while c < d {
-        let mut s = f32::cast_from(x[base + c]) * scale;
-        if masked::<M>(mask, mask_base, c, has_mask) {
-            s = masked_score;
+    #[unroll]
+    for j in 0..chunks {
+        let v = j * UNITS + UNIT_POS_X as usize;
+        if v < vectors {
+            let p = s[j] / Vector::new(sum);
+            weights[base / width + v] = Vector::cast_from(p);
+            let mut kept = Vector::<f32, N>::new(0.0);
+            #[unroll]
+            for i in 0..width {
+                let draw = mix(mix(u32::cast_from(base + v * width + i) ^ k0) + k1);
+                if draw < threshold {
+                    kept[i] = p[i] * inverse_keep;
+                }
+            }
+            dropped[base / width + v] = Vector::cast_from(kept);
         }
-        let p = f32::exp(s - top) / sum;
-        weights[base + c] = F::cast_from(p);
-        let draw = mix(mix(u32::cast_from(base + c) ^ k0) + k1);
-        let mut kept = 0.0f32;
-        if draw < threshold {
-            kept = p * inverse_keep;
-        }
-        dropped[base + c] = F::cast_from(kept);
-        c += CUBE_DIM_X as usize;
     }
 }
 
 /// The gradient of each row's raw scores from `P` (`weights`), `P̃` (`dropped`) and `dP̃`
-/// (`grad`), all `[rows, keys]` and contiguous: `s·P ⊙ (dP − Σ dP ⊙ P)`, 0 where `mask` is set.
+/// (`grad`), all `[rows, keys]`, contiguous and read `N` keys at a time: `s·P ⊙ (dP − Σ dP ⊙
+/// P)`, 0 where `mask` is set. A unit holds its `chunks` vectors of `P` and `dP` in registers.
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
-pub fn attention_weights_backward<F: Float, M: Numeric>(
-    weights: &Tensor<F>,
-    dropped: &Tensor<F>,
-    grad: &Tensor<F>,
+pub fn attention_weights_backward<F: Float, M: Numeric, N: Size>(
+    weights: &Tensor<Vector<F, N>>,
+    dropped: &Tensor<Vector<F, N>>,
+    grad: &Tensor<Vector<F, N>>,
     mask: &Tensor<M>,
-    dx: &mut Tensor<F>,
+    dx: &mut Tensor<Vector<F, N>>,
     scale: f32,
     inverse_keep: f32,
     #[comptime] has_mask: bool,
+    #[comptime] chunks: usize,
     #[define(F, M)] _dtypes: [StorageType; 2],
 ) {
+    let width = comptime![weights.vector_size()];
     let (row, d) = this_row(weights.shape(0), weights.shape(1));
-    let base = row * weights.shape(1);
+    let (vectors, base) = (d / width, row * weights.shape(1));
     let mut mask_base = 0;
     if comptime![has_mask] {
         mask_base = mask_row::<M>(mask, row);
     }
     let mut shared = SharedMemory::<f32>::new(comptime![UNITS * ROWS]);
+    let mut p = Array::<Vector<f32, N>>::new(chunks);
+    let mut dp = Array::<Vector<f32, N>>::new(chunks);
     let mut dot = 0.0f32;
-    let mut c = UNIT_POS_X as usize;
-    while c < d {
-        let mut dp = 0.0f32;
-        if f32::cast_from(dropped[base + c]) > 0.0f32 {
-            dp = f32::cast_from(grad[base + c]) * inverse_keep;
+    #[unroll]
+    for j in 0..chunks {
+        let v = j * UNITS + UNIT_POS_X as usize;
+        let mut pv = Vector::<f32, N>::new(0.0);
+        let mut dv = Vector::<f32, N>::new(0.0);
+        if v < vectors {
+            let at = base / width + v;
+            pv = Vector::cast_from(weights[at]);
+            let (kept, g) = (Vector::<f32, N>::cast_from(dropped[at]), Vector::<f32, N>::cast_from(grad[at]));
+            #[unroll]
+            for i in 0..width {
+                if kept[i] > 0.0f32 {
+                    dv[i] = g[i] * inverse_keep;
+                }
+                dot += dv[i] * pv[i];
+            }
         }
-        dot += dp * f32::cast_from(weights[base + c]);
-        c += CUBE_DIM_X as usize;
+        p[j] = pv;
+        dp[j] = dv;
     }
     let dot = cube_sum(dot, &mut shared);
-    c = UNIT_POS_X as usize;
-    while c < d {
-        let mut dp = 0.0f32;
-        if f32::cast_from(dropped[base + c]) > 0.0f32 {
-            dp = f32::cast_from(grad[base + c]) * inverse_keep;
+    #[unroll]
+    for j in 0..chunks {
+        let v = j * UNITS + UNIT_POS_X as usize;
+        if v < vectors {
+            let mut ds = Vector::new(scale) * p[j] * (dp[j] - Vector::new(dot));
+            #[unroll]
+            for i in 0..width {
+                if masked::<M>(mask, mask_base, v * width + i, has_mask) {
+                    ds[i] = 0.0f32;
+                }
+            }
+            dx[base / width + v] = Vector::cast_from(ds);
         }
-        let mut ds = scale * f32::cast_from(weights[base + c]) * (dp - dot);
-        if masked::<M>(mask, mask_base, c, has_mask) {
-            ds = 0.0f32;
-        }
-        dx[base + c] = F::cast_from(ds);
-        c += CUBE_DIM_X as usize;
     }
 }
 
@@ -197,6 +232,18 @@ fn warp_rows<R: CubeRuntime>(x: &CubeTensor<R>) -> (CubeCount, CubeDim) {
     (cubecl::calculate_cube_count_elemwise(&x.client, cubes * dim.num_elems() as usize, dim), dim)
 }
 
+/// How the kernels read a row of the `[rows, keys]` matrix `x`: keys a vector at a time (4 where
+/// the keys are a multiple of 4 and the device reads four of `x`'s elements at once, else 1),
+/// and the vectors each unit holds (at least one). Held in registers, a row is read once and
+/// its reads all start before the first is used: on an H200 the form that read each key three
+/// times, one at a time, ran at about a third of the rate of memory (docs/benchmarks.md).
+pub(super) fn row_vectors<R: CubeRuntime>(x: &CubeTensor<R>) -> (VectorSize, usize) {
+    let keys = x.shape()[1];
+    let four = x.client.io_optimized_vector_sizes(x.dtype.size()).any(|size| size == 4);
+    let width = if four && keys % 4 == 0 { 4 } else { 1 };
+    (width, keys.div_ceil(UNITS * width).max(1))
+}
+
 /// `keep·2³²` as the draws' threshold (`keep` in `(0, 1)`).
 pub(super) fn threshold(keep: f64) -> u32 {
     assert!(keep > 0.0 && keep < 1.0, "attention dropout keeps a share in (0, 1), not {keep}");
@@ -216,6 +263,7 @@ pub(super) fn forward<R: CubeRuntime>(
     let key = into_contiguous(key);
     let (weights, dropped) = (empty(&x, x.shape()), empty(&x, x.shape()));
     let (count, dim) = warp_rows(&x);
+    let (width, chunks) = row_vectors(&x);
     let has_mask = mask.is_some();
     // Without a mask the kernel still takes a tensor there (never read): `x` itself.
     let mask = mask.unwrap_or_else(|| x.clone());
@@ -224,6 +272,7 @@ pub(super) fn forward<R: CubeRuntime>(
         &x.client.clone(),
         count,
         dim,
+        width,
         x.into_tensor_arg(),
         mask.into_tensor_arg(),
         key.into_tensor_arg(),
@@ -234,6 +283,7 @@ pub(super) fn forward<R: CubeRuntime>(
         threshold(keep),
         (1.0 / keep) as f32,
         has_mask,
+        chunks,
         dtypes,
     );
     [weights, dropped].map(|t| burn_cubecl::ops::reshape(t, shape.clone()))
@@ -253,6 +303,7 @@ pub(super) fn backward<R: CubeRuntime>(
     let ((dropped, _), (grad, _)) = (as_rows(dropped), as_rows(grad));
     let dx = empty(&weights, weights.shape());
     let (count, dim) = warp_rows(&weights);
+    let (width, chunks) = row_vectors(&weights);
     let has_mask = mask.is_some();
     let mask = mask.unwrap_or_else(|| weights.clone());
     let dtypes = [weights.dtype.into(), mask.dtype.into()];
@@ -260,6 +311,7 @@ pub(super) fn backward<R: CubeRuntime>(
         &weights.client.clone(),
         count,
         dim,
+        width,
         weights.into_tensor_arg(),
         dropped.into_tensor_arg(),
         grad.into_tensor_arg(),
@@ -268,6 +320,7 @@ pub(super) fn backward<R: CubeRuntime>(
         scale as f32,
         (1.0 / keep) as f32,
         has_mask,
+        chunks,
         dtypes,
     );
     burn_cubecl::ops::reshape(dx, shape)

@@ -7,7 +7,7 @@ use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Bool, Tensor, TensorData};
 use std::sync::atomic::Ordering;
 
-use super::attention_weights::threshold;
+use super::attention_weights::{row_vectors, threshold};
 use super::tests::serial;
 use super::CALLS;
 use crate::fused::dispatch::{WgpuUnfused, TEST_GPU_KERNELS};
@@ -18,14 +18,18 @@ use crate::mask::MASKED_SCORE;
 type Fused = burn::backend::Autodiff<burn_wgpu::Wgpu>;
 type Unfused = burn::backend::Autodiff<WgpuUnfused>;
 
-/// Rows longer than the largest cube (256 units), a mask per batch entry shared by the heads,
-/// and one query (batch 1, query 5) with every key masked.
+/// Rows longer than the largest cube (256 units), read four keys at a time in three vectors a
+/// unit (the last of them partly past the row's end), a mask per batch entry shared by the
+/// heads, and one query (batch 1, query 5) with every key masked.
 const SHAPE: [usize; 4] = [2, 3, 17, 300];
+/// Keys that are not a multiple of four: read one at a time, two a unit (the second partly past
+/// the row's end).
+const ODD: [usize; 4] = [2, 4, 24, 37];
 const SCALE: f64 = 0.125;
 const P: f64 = 0.2;
 
-fn mask_values() -> Vec<bool> {
-    let [batch, _, queries, keys] = SHAPE;
+fn mask_values(shape: [usize; 4]) -> Vec<bool> {
+    let [batch, _, queries, keys] = shape;
     let mut mask = Vec::with_capacity(batch * queries * keys);
     for b in 0..batch {
         for q in 0..queries {
@@ -44,37 +48,37 @@ struct Run {
 }
 
 /// The raw scores (tracked), the weights of the output's sum, and the mask.
-fn inputs<B: AutodiffBackend>() -> (Tensor<B, 4>, Tensor<B, 4>, Tensor<B, 4, Bool>) {
+fn inputs<B: AutodiffBackend>(shape: [usize; 4]) -> (Tensor<B, 4>, Tensor<B, 4>, Tensor<B, 4, Bool>) {
     let device = Default::default();
-    let n: usize = SHAPE.iter().product();
-    let x = Tensor::<B, 4>::from_data(TensorData::new(values(n, 31, 24.0), SHAPE), &device).require_grad();
-    let w = Tensor::<B, 4>::from_data(TensorData::new(values(n, 32, 1.0), SHAPE), &device);
-    let [b, _, q, k] = SHAPE;
-    (x, w, Tensor::<B, 4, Bool>::from_data(TensorData::new(mask_values(), [b, 1, q, k]), &device))
+    let n: usize = shape.iter().product();
+    let x = Tensor::<B, 4>::from_data(TensorData::new(values(n, 31, 24.0), shape), &device).require_grad();
+    let w = Tensor::<B, 4>::from_data(TensorData::new(values(n, 32, 1.0), shape), &device);
+    let [b, _, q, k] = shape;
+    (x, w, Tensor::<B, 4, Bool>::from_data(TensorData::new(mask_values(shape), [b, 1, q, k]), &device))
 }
 
 /// `[P, P̃]` of the kernels and the raw scores' gradient of `Σ P̃ ⊙ W`.
-fn kernels<B: AutodiffBackend>() -> Run {
-    let (x, w, mask) = inputs::<B>();
+fn kernels<B: AutodiffBackend>(shape: [usize; 4]) -> Run {
+    let (x, w, mask) = inputs::<B>(shape);
     let [weights, dropped] = attention_weights(x.clone(), Some(mask), SCALE, &DropoutConfig::new(P).init());
     let grads = (dropped.clone() * w).sum().backward();
     Run { weights: data(weights), dropped: data(dropped), grad: data(x.grad(&grads).unwrap()) }
 }
 
 /// The same through Burn's operations, with the mask `kept` (1 where kept) as a constant.
-fn composed<B: AutodiffBackend>(kept: &[f32]) -> Run {
-    let (x, w, mask) = inputs::<B>();
-    let scores = x.clone().mul_scalar(SCALE).mask_fill(mask.expand(SHAPE), MASKED_SCORE);
+fn composed<B: AutodiffBackend>(shape: [usize; 4], kept: &[f32]) -> Run {
+    let (x, w, mask) = inputs::<B>(shape);
+    let scores = x.clone().mul_scalar(SCALE).mask_fill(mask.expand(shape), MASKED_SCORE);
     let weights = burn::tensor::activation::softmax(scores, 3);
-    let m = Tensor::<B, 4>::from_data(TensorData::new(kept.to_vec(), SHAPE), &x.device());
+    let m = Tensor::<B, 4>::from_data(TensorData::new(kept.to_vec(), shape), &x.device());
     let dropped = weights.clone() * m.mul_scalar(1.0 / (1.0 - P));
     let grads = (dropped.clone() * w).sum().backward();
     Run { weights: data(weights), dropped: data(dropped), grad: data(x.grad(&grads).unwrap()) }
 }
 
-fn case<B: AutodiffBackend>() {
+fn case<B: AutodiffBackend>(shape: [usize; 4]) {
     let before = CALLS.load(Ordering::Relaxed);
-    let ours = kernels::<B>();
+    let ours = kernels::<B>(shape);
     assert!(CALLS.load(Ordering::Relaxed) > before, "the kernels did not run");
     // Each weight is dropped or kept and scaled: P̃ is 0 or P/keep.
     let scale = (1.0 / (1.0 - P)) as f32;
@@ -82,13 +86,13 @@ fn case<B: AutodiffBackend>() {
         assert!(d == 0.0 || d == p * scale, "P̃[{i}] = {d} is neither 0 nor P/keep = {}", p * scale);
     }
     let kept: Vec<f32> = ours.dropped.iter().map(|&d| if d > 0.0 { 1.0 } else { 0.0 }).collect();
-    let reference = composed::<B>(&kept);
+    let reference = composed::<B>(shape, &kept);
     close(&ours.weights, &reference.weights, 1e-5, "P");
     close(&ours.dropped, &reference.dropped, 1e-5, "P̃");
     close(&ours.grad, &reference.grad, 1e-5, "dX");
     // The masked keys (a whole row among them) have no gradient; the drawn share is `keep`.
-    let masked = mask_values();
-    let [_, h, q, k] = SHAPE;
+    let masked = mask_values(shape);
+    let [_, h, q, k] = shape;
     let at = |i: usize| (i / (h * q * k)) * q * k + (i % (q * k));
     for (i, &g) in ours.grad.iter().enumerate() {
         assert!(!masked[at(i)] || g == 0.0, "dX[{i}] = {g} at a masked key");
@@ -99,13 +103,31 @@ fn case<B: AutodiffBackend>() {
 }
 
 /// On both GPU backends (burn-fusion under `attention`), the kernels give the composed form's
-/// weights, dropped weights and gradient for the mask they drew, which keeps `1 − p` of them.
+/// weights, dropped weights and gradient for the mask they drew, which keeps `1 − p` of them,
+/// with rows read four keys at a time and one at a time.
 #[test]
 fn attention_weights_kernels_give_the_composed_softmax_dropout_and_gradient_for_the_mask_they_drew() {
     let _turn = serial();
     TEST_GPU_KERNELS.with(|m| m.set(Some(GpuKernels::Attention)));
-    case::<Fused>();
-    case::<Unfused>();
+    for shape in [SHAPE, ODD] {
+        case::<Fused>(shape);
+        case::<Unfused>(shape);
+    }
+}
+
+/// Rows whose keys are a multiple of four are read as vectors of four, others one key at a
+/// time, each unit holding every 32nd vector of its row.
+#[test]
+fn attention_weights_kernels_read_rows_four_keys_at_a_time_where_the_keys_allow() {
+    let device = Default::default();
+    let rows = |keys: usize| {
+        let x = Tensor::<WgpuUnfused, 2>::zeros([3, keys], &device).into_primitive().tensor();
+        row_vectors(&x)
+    };
+    assert_eq!(rows(300), (4, 3), "300 keys: 75 vectors of four, three a unit");
+    assert_eq!(rows(256), (4, 2), "256 keys: 64 vectors of four, two a unit");
+    assert_eq!(rows(37), (1, 2), "37 keys: one at a time, two a unit");
+    assert_eq!(rows(8), (4, 1), "8 keys: two vectors, one a unit");
 }
 
 fn drawn<B: AutodiffBackend>() -> Vec<f32> {
