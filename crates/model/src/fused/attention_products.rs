@@ -126,7 +126,7 @@ fn step<B: FusedOps, C: CheckpointStrategy>(
     }
 }
 
-/// [`FusedOps::fused_attention_scores`] on `Autodiff<B, C>`: one step, `dQ = tril(dX)·K` and
+/// [`FusedProducts::fused_attention_scores`](super::FusedProducts::fused_attention_scores) on `Autodiff<B, C>`: one step, `dQ = tril(dX)·K` and
 /// `dK = triu(dXᵀ)·Q`, heads last.
 pub(super) fn scores<B: FusedOps, C: CheckpointStrategy>(
     q: FloatTensor<Autodiff<B, C>>,
@@ -164,7 +164,7 @@ pub(super) fn scores<B: FusedOps, C: CheckpointStrategy>(
     step::<B, C>(ScoresBackward(causal), q, k, |q, k| B::fused_attention_scores(q, k, causal))
 }
 
-/// [`FusedOps::fused_attention_context`] on `Autodiff<B, C>`: one step, `dP̃ = tril(dC·Vᵀ)` and
+/// [`FusedProducts::fused_attention_context`](super::FusedProducts::fused_attention_context) on `Autodiff<B, C>`: one step, `dP̃ = tril(dC·Vᵀ)` and
 /// `dV = triu(P̃ᵀ)·dC`, heads last.
 pub(super) fn context<B: FusedOps, C: CheckpointStrategy>(
     p: FloatTensor<Autodiff<B, C>>,

@@ -23,7 +23,21 @@ use burn::tensor::ops::{BoolTensor, FloatTensor, IntTensor};
 use burn::tensor::TensorMetadata;
 
 use super::linear_autodiff::register_some;
-use super::{composed_norm, FusedOps, Packing, Weight};
+use super::{composed_norm, FusedOps, FusedProducts, Packing, Weight};
+
+impl<B: FusedOps, C: CheckpointStrategy> FusedProducts for Autodiff<B, C> {
+    fn fused_product(a: FloatTensor<Self>, b: FloatTensor<Self>) -> FloatTensor<Self> {
+        super::product_autodiff::tracked::<B, C>(a, b)
+    }
+
+    fn fused_attention_scores(q: FloatTensor<Self>, k: FloatTensor<Self>, causal: Option<usize>) -> FloatTensor<Self> {
+        super::attention_products::scores::<B, C>(q, k, causal)
+    }
+
+    fn fused_attention_context(p: FloatTensor<Self>, v: FloatTensor<Self>, causal: Option<usize>) -> FloatTensor<Self> {
+        super::attention_products::context::<B, C>(p, v, causal)
+    }
+}
 
 impl<B: FusedOps, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
     fn fused_reshape(x: FloatTensor<Self>, shape: burn::tensor::Shape) -> FloatTensor<Self> {
@@ -65,18 +79,6 @@ impl<B: FusedOps, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
             OpsKind::Tracked(prep) => prep.finish((), B::fused_add(a.primitive, b.primitive)),
             OpsKind::UnTracked(prep) => prep.finish(B::fused_add(a.primitive, b.primitive)),
         }
-    }
-
-    fn fused_product(a: FloatTensor<Self>, b: FloatTensor<Self>) -> FloatTensor<Self> {
-        super::product_autodiff::tracked::<B, C>(a, b)
-    }
-
-    fn fused_attention_scores(q: FloatTensor<Self>, k: FloatTensor<Self>, causal: Option<usize>) -> FloatTensor<Self> {
-        super::attention_products::scores::<B, C>(q, k, causal)
-    }
-
-    fn fused_attention_context(p: FloatTensor<Self>, v: FloatTensor<Self>, causal: Option<usize>) -> FloatTensor<Self> {
-        super::attention_products::context::<B, C>(p, v, causal)
     }
 
     fn fused_relu(x: FloatTensor<Self>) -> FloatTensor<Self> {

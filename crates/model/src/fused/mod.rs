@@ -76,6 +76,7 @@ pub(crate) mod norm;
 mod ops;
 mod overlap;
 mod product_autodiff;
+mod product_ops;
 mod product_shape;
 mod product_tile;
 mod products;
@@ -111,6 +112,7 @@ pub use linear::{linear, Weight};
 pub use norm::squared_norm;
 pub use ops::FusedOps;
 pub use overlap::backward;
+pub use product_ops::FusedProducts;
 pub use product_shape::{ProductShape, Triangle};
 pub use product_tile::{
     parse_product_tile, product_tile, product_tile_from_env, with_product_tile, ProductTile, TileChoice,

@@ -8,10 +8,12 @@ use burn_ndarray::NdArray;
 
 use super::{
     activation, attention, attention_packed, cpu, cross_entropy, layer_norm_cpu, linear, norm, reshape, FusedOps,
-    Packing, Weight,
+    FusedProducts, Packing, Weight,
 };
 
 /// The backends whose fused operations are kernels (the rest use the composed defaults).
+impl FusedProducts for NdArray<f32> {}
+
 impl FusedOps for NdArray<f32> {
     fn fused_reshape(x: FloatTensor<Self>, shape: burn::tensor::Shape) -> FloatTensor<Self> {
         reshape::cpu(x, shape)

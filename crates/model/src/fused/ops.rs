@@ -6,16 +6,15 @@
 use burn::tensor::ops::{BoolTensor, FloatTensor, IntTensor};
 use burn::tensor::{Tensor, TensorMetadata, TensorPrimitive};
 
-use burn::tensor::backend::Backend;
-
-use super::product_shape::{self, ProductShape};
+use super::product_ops::FusedProducts;
 use super::{
-    adamw, adamw_many, attention_packed, attention_products, attention_weights, composed, embedding, linear, matrix,
-    norm, products, reshaped, Packing, Weight,
+    adamw, adamw_many, attention_packed, attention_weights, composed, embedding, linear, matrix, norm, products,
+    reshaped, Packing, Weight,
 };
 
-/// Backends with fused operations. Every method has a composed default.
-pub trait FusedOps: Backend {
+/// Backends with fused operations. Every method has a composed default; the matrix products
+/// are the supertrait's, [`FusedProducts`].
+pub trait FusedOps: FusedProducts {
     /// Exact GELU `x·Φ(x)`, element-wise.
     fn fused_gelu(x: FloatTensor<Self>) -> FloatTensor<Self> {
         composed::gelu::<Self>(x)
@@ -220,40 +219,6 @@ pub trait FusedOps: Backend {
         keep: f64,
     ) -> FloatTensor<Self> {
         attention_weights::default_backward::<Self>(weights, dropped, grad, mask, scale, keep)
-    }
-
-    /// `a·b` over the last two axes (rank 2 to 4; either operand may be a transposed view):
-    /// the products of the linear maps and of attention where `ATTEND_GPU_MATMUL` takes ours
-    /// ([`products`], which calls it on the GPU backends only). By default
-    /// [`FusedOps::fused_product_shaped`] with nothing left out (our kernel where a backend
-    /// has it, else Burn's `matmul`); under autodiff an autodiff step of its own (its
-    /// operands' batch axes alike).
-    fn fused_product(a: FloatTensor<Self>, b: FloatTensor<Self>) -> FloatTensor<Self> {
-        Self::fused_product_shaped(a, b, ProductShape::PLAIN)
-    }
-
-    /// [`FusedOps::fused_product`] leaving out what `shape`'s triangle says and laying the
-    /// result out as it says ([`product_shape`]). By default composed: the triangle zeroed by
-    /// masks, the result contiguous.
-    fn fused_product_shaped(a: FloatTensor<Self>, b: FloatTensor<Self>, shape: ProductShape) -> FloatTensor<Self> {
-        product_shape::composed_primitive::<Self>(a, b, shape)
-    }
-
-    /// Attention's scores `Q·Kᵀ` (`q`: `[batch, heads, queries, d]`, `k`: `[batch, heads,
-    /// keys, d]`), `tril` of them where `causal` gives the mask's offset
-    /// ([`attention_products`]): [`FusedOps::fused_product_shaped`], and under autodiff a step
-    /// whose `dQ`, `dK` come heads last.
-    fn fused_attention_scores(q: FloatTensor<Self>, k: FloatTensor<Self>, causal: Option<usize>) -> FloatTensor<Self> {
-        let (triangle, _) = attention_products::triangles(causal);
-        Self::fused_product_shaped(q, Self::float_swap_dims(k, 2, 3), ProductShape::new(triangle, false))
-    }
-
-    /// Attention's context `P̃·V` (`p`: `[batch, heads, queries, keys]`, `v`: `[batch, heads,
-    /// keys, d_v]`) heads last, `tril(P̃)·V` where `causal` gives the mask's offset
-    /// ([`attention_products`]).
-    fn fused_attention_context(p: FloatTensor<Self>, v: FloatTensor<Self>, causal: Option<usize>) -> FloatTensor<Self> {
-        let (_, triangle) = attention_products::triangles(causal);
-        Self::fused_product_shaped(p, v, ProductShape::new(triangle, true))
     }
 
     /// `x·W + b` over rows (`W` stored as `layout` says; [`linear`] has the formulas).

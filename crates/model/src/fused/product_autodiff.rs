@@ -1,4 +1,4 @@
-//! A matrix product's autodiff step (`FusedOps::fused_product` under `Autodiff`): `B`'s
+//! A matrix product's autodiff step (`FusedProducts::fused_product` under `Autodiff`): `B`'s
 //! product forward, and `dA = dC·Bᵀ`, `dB = Aᵀ·dC` by the same product backward.
 
 use burn::backend::autodiff::checkpoint::base::Checkpointer;

@@ -1,5 +1,5 @@
 //! What a product of attention may leave out, and where it writes: [`ProductShape`], taken by
-//! `FusedOps::fused_product_shaped` (our GPU kernel, `fused/cube/product.rs`) and by
+//! `FusedProducts::fused_product_shaped` (our GPU kernel, `fused/cube/product.rs`) and by
 //! attention's two products ([`super::attention_products`]).
 //!
 //! **Triangles.** Under a causal mask (`crate::mask::causal_mask`: query `i` may not see key
@@ -123,7 +123,7 @@ pub(super) fn composed<B: Backend, const D: usize>(
     }
 }
 
-/// [`composed`] on primitives of rank `a`'s, for `FusedOps::fused_product_shaped`'s default
+/// [`composed`] on primitives of rank `a`'s, for `FusedProducts::fused_product_shaped`'s default
 /// (and so `fused_product`'s: a full product is Burn's `matmul` of any rank).
 pub(super) fn composed_primitive<B: Backend>(
     a: FloatTensor<B>,

@@ -20,6 +20,7 @@ pub(in crate::fused) type Grad = Autodiff<Cpu>;
 
 /// A backend with no kernels: every fused operation is the trait's composed default.
 impl FusedOps for NdArray<f32, i32> {}
+impl FusedProducts for NdArray<f32, i32> {}
 
 /// `n` pseudo-random values in `[-scale, scale)` from `seed` (also the AdamW kernel's test).
 pub(in crate::fused) fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {

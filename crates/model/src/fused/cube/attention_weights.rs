@@ -240,7 +240,7 @@ fn warp_rows<R: CubeRuntime>(x: &CubeTensor<R>) -> (CubeCount, CubeDim) {
 pub(super) fn row_vectors<R: CubeRuntime>(x: &CubeTensor<R>) -> (VectorSize, usize) {
     let keys = x.shape()[1];
     let four = x.client.io_optimized_vector_sizes(x.dtype.size()).any(|size| size == 4);
-    let width = if four && keys % 4 == 0 { 4 } else { 1 };
+    let width = if four && keys.is_multiple_of(4) { 4 } else { 1 };
     (width, keys.div_ceil(UNITS * width).max(1))
 }
 

@@ -22,9 +22,9 @@ use burn_fusion::{Fusion, FusionBackend};
 use super::custom_op::{like, next, register, register_vec, Arg, Kind};
 
 use crate::fused::dispatch::{attention_kernels_under_fusion, kernels_under_fusion};
-use crate::fused::{composed, FusedOps};
+use crate::fused::{composed, FusedOps, FusedProducts};
 
-impl<B: FusionBackend + FusedOps> FusedOps for Fusion<B> {
+impl<B: FusionBackend + FusedOps> FusedProducts for Fusion<B> {
     fn fused_product_shaped(
         a: FloatTensor<Self>,
         b: FloatTensor<Self>,
@@ -51,7 +51,9 @@ impl<B: FusionBackend + FusedOps> FusedOps for Fusion<B> {
         });
         c
     }
+}
 
+impl<B: FusionBackend + FusedOps> FusedOps for Fusion<B> {
     fn fused_softmax_last(x: FloatTensor<Self>) -> FloatTensor<Self> {
         if !kernels_under_fusion() {
             return composed::softmax_last::<Self>(x);

@@ -44,7 +44,7 @@ use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
 use cubecl::prelude::*;
 
-use super::FusedOps;
+use super::{FusedOps, FusedProducts};
 use softmax::{softmax_rows, softmax_rows_backward};
 
 /// The most units per cube of the row kernels; a row of `d` takes the power of two at or above
@@ -115,6 +115,20 @@ fn row_launch<R: CubeRuntime>(x: &CubeTensor<R>) -> (CubeCount, CubeDim, usize) 
 fn element_launch<R: CubeRuntime>(x: &CubeTensor<R>) -> (CubeCount, CubeDim) {
     let dim = CubeDim::new_1d(ELEMENT_UNITS);
     (cubecl::calculate_cube_count_elemwise(&x.client, x.shape().num_elements(), dim), dim)
+}
+
+impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> FusedProducts for CubeBackend<R, F, I, BT> {
+    fn fused_product_shaped(
+        a: FloatTensor<Self>,
+        b: FloatTensor<Self>,
+        shape: crate::fused::ProductShape,
+    ) -> FloatTensor<Self> {
+        counted();
+        let b = alike::<R, F, I, BT>(b, &a);
+        let cols = b.meta.shape()[b.meta.num_dims() - 1];
+        let depth = a.meta.shape()[a.meta.num_dims() - 1];
+        product_launch::product(a, b, crate::fused::product_tile().for_product(cols, depth), shape)
+    }
 }
 
 impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> FusedOps for CubeBackend<R, F, I, BT> {
@@ -353,18 +367,6 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> FusedOps f
             dtypes,
         );
         dz
-    }
-
-    fn fused_product_shaped(
-        a: FloatTensor<Self>,
-        b: FloatTensor<Self>,
-        shape: crate::fused::ProductShape,
-    ) -> FloatTensor<Self> {
-        counted();
-        let b = alike::<R, F, I, BT>(b, &a);
-        let cols = b.meta.shape()[b.meta.num_dims() - 1];
-        let depth = a.meta.shape()[a.meta.num_dims() - 1];
-        product_launch::product(a, b, crate::fused::product_tile().for_product(cols, depth), shape)
     }
 
     fn fused_squared_norm(tensors: Vec<FloatTensor<Self>>) -> FloatTensor<Self> {
