@@ -11,9 +11,10 @@ use super::{
     FusedProducts, Packing, Weight,
 };
 
-/// The backends whose fused operations are kernels (the rest use the composed defaults).
+/// burn-ndarray's products are Burn's (`matmul`), the composed defaults.
 impl FusedProducts for NdArray<f32> {}
 
+/// The backends whose fused operations are kernels (the rest use the composed defaults).
 impl FusedOps for NdArray<f32> {
     fn fused_reshape(x: FloatTensor<Self>, shape: burn::tensor::Shape) -> FloatTensor<Self> {
         reshape::cpu(x, shape)

@@ -10,9 +10,12 @@
 //! the product by it, and in the backward the product by the mask again, the softmax's backward
 //! (a reduction) and the scale, each a pass over a score-sized tensor. Here each direction is one
 //! launch, each row one warp of [`UNITS`] units, [`ROWS`] rows a cube. Each unit reads its share
-//! of the row (every 32nd vector of four keys, [`row_vectors`]) once, all its reads under way
-//! before the first is used, and keeps it in registers until it writes the results: a warp's
-//! reads and writes are 512 contiguous bytes.
+//! of the row (every 32nd vector of four keys, or of one where the keys are not a multiple of
+//! four, [`row_vectors`]) once, all its reads under way before the first is used, and keeps it
+//! in registers until it writes the results: a warp's reads and writes are contiguous (512 bytes
+//! a read in `f32` with four keys a vector). Rows longer than [`MAX_KEYS`] run composed; each
+//! distinct count of vectors a unit is a kernel compiled of its own (one for up to 128 keys,
+//! one more for each further 128).
 //!
 //! **The mask** `m` of element `i` (its index in the `[rows, keys]` matrix) is
 //! `mix(mix(i ⊕ k₀) + k₁) < keep·2³²` with `mix` the "lowbias32" integer hash (xor-shifts and
@@ -212,8 +215,8 @@ pub fn attention_weights_backward<F: Float, M: Numeric, N: Size>(
     }
 }
 
-/// Units per row: one warp on NVIDIA, each unit every 32nd key (a warp's reads and writes
-/// contiguous), the sums in five halvings. On lavapipe, with rows of 256 keys, training ran at
+/// Units per row: one warp on NVIDIA, each unit every 32nd vector of keys (a warp's reads and
+/// writes contiguous), the sums in five halvings. On lavapipe, with rows of 256 keys, training ran at
 /// 1.19x the tokens/s this way than with a cube of 256 units and eight halvings (the other row
 /// kernels' `row_launch`), which had put the kernels 12% behind burn-fusion's composed form.
 const UNITS: usize = 32;
@@ -232,6 +235,11 @@ fn warp_rows<R: CubeRuntime>(x: &CubeTensor<R>) -> (CubeCount, CubeDim) {
     (cubecl::calculate_cube_count_elemwise(&x.client, cubes * dim.num_elems() as usize, dim), dim)
 }
 
+/// The longest rows the kernels take: a unit holds at most 64 keys of a row in registers (16
+/// vectors of four, or 64 single keys). Longer rows run the composed form
+/// ([`crate::fused::FusedOps::fused_attention_weights`]' default, Burn's draw for the mask).
+pub(super) const MAX_KEYS: usize = 64 * UNITS;
+
 /// How the kernels read a row of the `[rows, keys]` matrix `x`: keys a vector at a time (4 where
 /// the keys are a multiple of 4 and the device reads four of `x`'s elements at once, else 1),
 /// and the vectors each unit holds (at least one). Held in registers, a row is read once and
@@ -241,8 +249,17 @@ pub(super) fn row_vectors<R: CubeRuntime>(x: &CubeTensor<R>) -> (VectorSize, usi
     let keys = x.shape()[1];
     let four = x.client.io_optimized_vector_sizes(x.dtype.size()).any(|size| size == 4);
     let width = if four && keys.is_multiple_of(4) { 4 } else { 1 };
-    (width, keys.div_ceil(UNITS * width).max(1))
+    let chunks = keys.div_ceil(UNITS * width).max(1);
+    #[cfg(test)]
+    {
+        *LAST_ROWS.lock().unwrap() = Some((width, chunks));
+    }
+    (width, chunks)
 }
+
+/// `row_vectors`' last answer, which the kernels launched with (tests only).
+#[cfg(test)]
+pub(super) static LAST_ROWS: std::sync::Mutex<Option<(VectorSize, usize)>> = std::sync::Mutex::new(None);
 
 /// `keep·2³²` as the draws' threshold (`keep` in `(0, 1)`).
 pub(super) fn threshold(keep: f64) -> u32 {

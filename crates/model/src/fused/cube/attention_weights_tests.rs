@@ -7,7 +7,7 @@ use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Bool, Tensor, TensorData};
 use std::sync::atomic::Ordering;
 
-use super::attention_weights::{row_vectors, threshold};
+use super::attention_weights::{row_vectors, threshold, LAST_ROWS, MAX_KEYS};
 use super::tests::serial;
 use super::CALLS;
 use crate::fused::dispatch::{WgpuUnfused, TEST_GPU_KERNELS};
@@ -76,10 +76,14 @@ fn composed<B: AutodiffBackend>(shape: [usize; 4], kept: &[f32]) -> Run {
     Run { weights: data(weights), dropped: data(dropped), grad: data(x.grad(&grads).unwrap()) }
 }
 
-fn case<B: AutodiffBackend>(shape: [usize; 4]) {
+/// How the kernels read `shape`'s rows (vectors of four keys or single keys, and how many a
+/// unit), and the case itself.
+fn case<B: AutodiffBackend>(shape: [usize; 4], rows: (usize, usize)) {
     let before = CALLS.load(Ordering::Relaxed);
+    *LAST_ROWS.lock().unwrap() = None;
     let ours = kernels::<B>(shape);
     assert!(CALLS.load(Ordering::Relaxed) > before, "the kernels did not run");
+    assert_eq!(*LAST_ROWS.lock().unwrap(), Some(rows), "the kernels read {shape:?}'s rows otherwise");
     // Each weight is dropped or kept and scaled: P̃ is 0 or P/keep.
     let scale = (1.0 / (1.0 - P)) as f32;
     for (i, (&p, &d)) in ours.weights.iter().zip(&ours.dropped).enumerate() {
@@ -100,6 +104,17 @@ fn case<B: AutodiffBackend>(shape: [usize; 4]) {
     let live = ours.weights.iter().filter(|&&p| p > 0.0).count();
     let share = ours.dropped.iter().filter(|&&d| d > 0.0).count() as f64 / live as f64;
     assert!((share - (1.0 - P)).abs() < 0.02, "kept {share} of {live} weights, not about {}", 1.0 - P);
+    // Each weight has a draw of its own, not each vector of four: of four neighbouring live
+    // weights all four are kept or all dropped with chance keep⁴ + p⁴ (0.41), not 1.
+    let (mut alike, mut groups) = (0, 0);
+    for (w, d) in ours.weights.chunks_exact(4).zip(ours.dropped.chunks_exact(4)) {
+        if w.iter().all(|&p| p > 0.0) {
+            groups += 1;
+            alike += usize::from(d.iter().all(|&x| x > 0.0) || d.iter().all(|&x| x == 0.0));
+        }
+    }
+    let share = alike as f64 / groups as f64;
+    assert!(groups > 500 && share < 0.55, "{alike} of {groups} groups of four kept or dropped together");
 }
 
 /// On both GPU backends (burn-fusion under `attention`), the kernels give the composed form's
@@ -109,10 +124,29 @@ fn case<B: AutodiffBackend>(shape: [usize; 4]) {
 fn attention_weights_kernels_give_the_composed_softmax_dropout_and_gradient_for_the_mask_they_drew() {
     let _turn = serial();
     TEST_GPU_KERNELS.with(|m| m.set(Some(GpuKernels::Attention)));
-    for shape in [SHAPE, ODD] {
-        case::<Fused>(shape);
-        case::<Unfused>(shape);
+    for (shape, rows) in [(SHAPE, (4, 3)), (ODD, (1, 2))] {
+        case::<Fused>(shape, rows);
+        case::<Unfused>(shape, rows);
     }
+}
+
+/// Rows longer than the kernels take ([`MAX_KEYS`]) run the composed form on the GPU backend,
+/// with its values.
+#[test]
+fn attention_weights_on_rows_longer_than_the_kernels_take_run_composed() {
+    let _turn = serial();
+    TEST_GPU_KERNELS.with(|m| m.set(Some(GpuKernels::Attention)));
+    let device = Default::default();
+    let shape = [1, 1, 3, MAX_KEYS + 1];
+    let n: usize = shape.iter().product();
+    let x = Tensor::<Unfused, 4>::from_data(TensorData::new(values(n, 34, 8.0), shape), &device).require_grad();
+    let before = CALLS.load(Ordering::Relaxed);
+    let [weights, dropped] = attention_weights(x.clone(), None, SCALE, &DropoutConfig::new(P).init());
+    let grads = dropped.sum().backward();
+    assert_eq!(CALLS.load(Ordering::Relaxed), before, "the kernels ran on rows of {} keys", MAX_KEYS + 1);
+    let reference = burn::tensor::activation::softmax(x.clone().inner().mul_scalar(SCALE), 3);
+    close(&data(weights), &data(reference), 1e-6, "P");
+    assert!(data(x.grad(&grads).unwrap()).iter().all(|g| g.is_finite()), "a gradient");
 }
 
 /// Rows whose keys are a multiple of four are read as vectors of four, others one key at a

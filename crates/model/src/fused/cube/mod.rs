@@ -300,6 +300,9 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> FusedOps f
         scale: f64,
         keep: f64,
     ) -> [FloatTensor<Self>; 2] {
+        if scores.meta.shape()[3] > attention_weights::MAX_KEYS {
+            return crate::fused::attention_weights::default_forward::<Self>(scores, mask, scale, keep);
+        }
         counted();
         let mask = mask.map(|m| expanded_mask::<R, F, I, BT>(m, &scores));
         attention_weights::forward(scores, mask, key, scale, keep)
@@ -313,6 +316,11 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> FusedOps f
         scale: f64,
         keep: f64,
     ) -> FloatTensor<Self> {
+        if weights.meta.shape()[3] > attention_weights::MAX_KEYS {
+            return crate::fused::attention_weights::default_backward::<Self>(
+                weights, dropped, grad, mask, scale, keep,
+            );
+        }
         counted();
         let mask = mask.map(|m| expanded_mask::<R, F, I, BT>(m, &weights));
         let (dropped, grad) = (alike::<R, F, I, BT>(dropped, &weights), alike::<R, F, I, BT>(grad, &weights));

@@ -101,8 +101,14 @@ fn plan<R: CubeRuntime>(x: &CubeTensor<R>) -> (VectorSize, usize) {
     let n = x.shape().num_elements();
     let four = x.client.io_optimized_vector_sizes(x.dtype.size()).any(|size| size == 4);
     let width = if four && n.is_multiple_of(4) { 4 } else { 1 };
+    #[cfg(test)]
+    WIDTHS.lock().unwrap().push(width);
     (width, (n / width).div_ceil(UNITS * READS).clamp(1, MAX_CUBES))
 }
+
+/// The widths `plan` chose, in order (tests only).
+#[cfg(test)]
+pub(super) static WIDTHS: std::sync::Mutex<Vec<VectorSize>> = std::sync::Mutex::new(Vec::new());
 
 /// `Σₜ Σᵢ tᵢ²` over contiguous `tensors` (at least one), `[1]` in the first tensor's float
 /// type; the sums are kept in `f32`.
