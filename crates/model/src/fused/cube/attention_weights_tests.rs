@@ -212,3 +212,35 @@ fn the_draws_threshold_is_the_keep_share_of_two_to_the_32() {
     assert_eq!(threshold(0.5), 1 << 31);
     assert_eq!(threshold(0.75), 3 << 30);
 }
+
+/// `[P, P̃]` and the raw scores' gradient of `Σ P̃ ⊙ W` with the scores cast to `dtype` first,
+/// the backend seeded alike (so the same key, the same mask).
+fn in_dtype(dtype: burn::tensor::DType) -> [Vec<f32>; 3] {
+    let device = Default::default();
+    let shape = [2, 3, 8, 256];
+    let n: usize = shape.iter().product();
+    let x = Tensor::<Unfused, 4>::from_data(TensorData::new(values(n, 35, 24.0), shape), &device).require_grad();
+    let w = Tensor::<Unfused, 4>::from_data(TensorData::new(values(n, 36, 1.0), shape), &device).cast(dtype);
+    Unfused::seed(&device, 5);
+    let [weights, dropped] = attention_weights(x.clone().cast(dtype), None, SCALE, &DropoutConfig::new(P).init());
+    let grads = (dropped.clone() * w).sum().backward();
+    [data(weights), data(dropped), data(x.grad(&grads).unwrap())]
+}
+
+/// In f16 the kernels read the rows four keys (eight bytes) at a time and stay within half
+/// precision's resolution of the f32 kernels, drawing the same mask from the same key.
+#[test]
+fn attention_weights_kernels_run_in_half_precision_with_the_f32_mask() {
+    let _turn = serial();
+    TEST_GPU_KERNELS.with(|m| m.set(Some(GpuKernels::Attention)));
+    let before = CALLS.load(Ordering::Relaxed);
+    let half = in_dtype(burn::tensor::DType::F16);
+    assert_eq!(LAST_ROWS.lock().unwrap().map(|(width, _)| width), Some(4), "f16 rows read four keys at a time");
+    let full = in_dtype(burn::tensor::DType::F32);
+    assert!(CALLS.load(Ordering::Relaxed) >= before + 4, "the kernels did not run");
+    let kept = |d: &[f32]| d.iter().map(|&x| x > 0.0).collect::<Vec<_>>();
+    assert_eq!(kept(&half[1]), kept(&full[1]), "f16 and f32 drew different masks");
+    for (what, (a, b)) in ["P", "P̃", "dX"].iter().zip(half.iter().zip(&full)) {
+        close(a, b, 1e-3, what);
+    }
+}
