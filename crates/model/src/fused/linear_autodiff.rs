@@ -109,9 +109,21 @@ pub(super) fn tracked<B: FusedOps, C: CheckpointStrategy>(
         match <LinearBackward as Backward<B, N>>::prepare::<C>(LinearBackward, nodes).compute_bound().stateful() {
             OpsKind::Tracked(prep) => {
                 let rows = B::linear_rows(x);
-                let y = B::fused_linear(rows.clone(), weight.clone(), bias, layout);
+                // Where the rows are a matrix the output is reshaped back to the input's rank,
+                // and the bias is added after that reshape: under burn-fusion the sum then joins
+                // what follows it (activation, dropout, residual), where added to the matrix it
+                // ran as a kernel of its own (the same values).
+                let (inside, after) =
+                    if rows.shape().num_dims() == shape.num_dims() { (bias, None) } else { (None, bias) };
+                let y = B::fused_linear(rows.clone(), weight.clone(), inside, layout);
                 let out = out_shape(&y);
-                prep.finish((rows, shape, weight, layout), reshaped::<B>(y, out))
+                let mut y = reshaped::<B>(y, out.clone());
+                if let Some(b) = after {
+                    let last = out.num_dims() - 1;
+                    let wide: Vec<usize> = (0..=last).map(|i| if i == last { out[i] } else { 1 }).collect();
+                    y = B::float_add(y, B::float_reshape(b, burn::tensor::Shape::from(wide)));
+                }
+                prep.finish((rows, shape, weight, layout), y)
             }
             OpsKind::UnTracked(prep) => prep.finish(B::fused_linear(x, weight, bias, layout)),
         }
