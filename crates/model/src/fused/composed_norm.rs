@@ -71,8 +71,8 @@ pub(super) fn backward<B: Backend>(
     (dx, dgamma, dbeta)
 }
 
-/// `[1, …, 1, d]` for a tensor of `shape` (`[…, d]`).
-fn wide(shape: &Shape) -> Shape {
+/// `[1, …, 1, d]` for a tensor of `shape` (`[…, d]`): a vector over the last axis, broadcast.
+pub(super) fn wide(shape: &Shape) -> Shape {
     let rank = shape.num_dims();
     Shape::from((0..rank).map(|i| if i + 1 == rank { shape[i] } else { 1 }).collect::<Vec<_>>())
 }

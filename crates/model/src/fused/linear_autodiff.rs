@@ -119,9 +119,7 @@ pub(super) fn tracked<B: FusedOps, C: CheckpointStrategy>(
                 let out = out_shape(&y);
                 let mut y = reshaped::<B>(y, out.clone());
                 if let Some(b) = after {
-                    let last = out.num_dims() - 1;
-                    let wide: Vec<usize> = (0..=last).map(|i| if i == last { out[i] } else { 1 }).collect();
-                    y = B::float_add(y, B::float_reshape(b, burn::tensor::Shape::from(wide)));
+                    y = B::float_add(y, B::float_reshape(b, super::composed_norm::wide(&out)));
                 }
                 prep.finish((rows, shape, weight, layout), y)
             }

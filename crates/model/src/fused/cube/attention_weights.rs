@@ -247,7 +247,7 @@ pub(super) const MAX_KEYS: usize = 64 * UNITS;
 /// times, one at a time, ran at about a third of the rate of memory (docs/benchmarks.md).
 pub(super) fn row_vectors<R: CubeRuntime>(x: &CubeTensor<R>) -> (VectorSize, usize) {
     let keys = x.shape()[1];
-    let four = x.client.io_optimized_vector_sizes(x.dtype.size()).any(|size| size == 4);
+    let four = super::reads_four(x);
     let width = if four && keys.is_multiple_of(4) { 4 } else { 1 };
     let chunks = keys.div_ceil(UNITS * width).max(1);
     #[cfg(test)]

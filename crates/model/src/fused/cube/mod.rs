@@ -111,6 +111,12 @@ fn row_launch<R: CubeRuntime>(x: &CubeTensor<R>) -> (CubeCount, CubeDim, usize) 
     (cubecl::calculate_cube_count_elemwise(&x.client, rows * units, dim), dim, units)
 }
 
+/// Whether the device reads four of `x`'s elements at once (one 128-bit read in `f32`): the
+/// kernels that read vectors of four take them only where it does.
+fn reads_four<R: CubeRuntime>(x: &CubeTensor<R>) -> bool {
+    x.client.io_optimized_vector_sizes(x.dtype.size()).any(|size| size == 4)
+}
+
 /// One unit per element of `x`.
 fn element_launch<R: CubeRuntime>(x: &CubeTensor<R>) -> (CubeCount, CubeDim) {
     let dim = CubeDim::new_1d(ELEMENT_UNITS);

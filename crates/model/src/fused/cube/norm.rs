@@ -99,7 +99,7 @@ fn sum_partials<F: Float>(
 /// reads four at once, else 1) and over how many cubes.
 fn plan<R: CubeRuntime>(x: &CubeTensor<R>) -> (VectorSize, usize) {
     let n = x.shape().num_elements();
-    let four = x.client.io_optimized_vector_sizes(x.dtype.size()).any(|size| size == 4);
+    let four = super::reads_four(x);
     let width = if four && n.is_multiple_of(4) { 4 } else { 1 };
     #[cfg(test)]
     WIDTHS.lock().unwrap().push(width);

@@ -130,7 +130,7 @@ pub(super) static VECTORS: std::sync::atomic::AtomicUsize = std::sync::atomic::A
 fn vectors_of_four_rows<R: CubeRuntime>(x: &CubeTensor<R>, last: bool) -> VectorSize {
     let rank = x.meta.num_dims();
     let axis = if last { rank - 1 } else { rank - 2 };
-    let four = x.client.io_optimized_vector_sizes(x.dtype.size()).any(|size| size == 4);
+    let four = super::reads_four(x);
     let (shape, strides) = (x.meta.shape(), x.meta.strides());
     // Every stride the kernel multiplies by a position (each one of an axis longer than 1) a
     // multiple of 4: CubeCL's `try_tensor_vector_size_parallel` checks only the smallest.
