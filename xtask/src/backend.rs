@@ -44,12 +44,18 @@ pub trait OnBackend {
     fn run<B: AutodiffBackend>(self, device: &B::Device) -> Result<Self::Output>;
 }
 
+/// `ATTEND_QKV` (self-attention's projections as one product or three), which the model reads
+/// on every backend: a value it would not take stops the command instead of being ignored.
+/// `run_on` checks it; the commands that run a model on burn-ndarray themselves call it first.
+pub fn check_model_switches() -> Result<()> {
+    attend_model::projections::projections_from_env().map_err(anyhow::Error::msg)?;
+    Ok(())
+}
+
 /// Runs `work` on `backend`'s default device.
 pub fn run_on<W: OnBackend>(backend: Backend, work: W) -> Result<W::Output> {
     use burn::backend::Autodiff;
-    // `ATTEND_QKV` (self-attention's projections as one product or three) on every backend: a
-    // value the model would not take stops the run instead of being ignored.
-    attend_model::projections::projections_from_env().map_err(anyhow::Error::msg)?;
+    check_model_switches()?;
     match backend {
         Backend::Ndarray => work.run::<Autodiff<burn_ndarray::NdArray<f32>>>(&Default::default()),
         #[cfg(feature = "wgpu")]

@@ -37,6 +37,7 @@ fn peers(input: &[u8]) -> Result<[(&'static str, usize); 3]> {
 }
 
 pub fn run_compress(args: CompressArgs) -> Result<()> {
+    crate::backend::check_model_switches()?;
     let input = stdin_bytes()?;
     let (out, stats) = compress::<B>(&args.run, &input, &Default::default())
         .with_context(|| format!("compressing with {}", args.run.display()))?;
@@ -56,6 +57,7 @@ pub fn run_compress(args: CompressArgs) -> Result<()> {
 }
 
 pub fn run_decompress(args: CompressArgs) -> Result<()> {
+    crate::backend::check_model_switches()?;
     let input = stdin_bytes()?;
     let out = decompress::<B>(&args.run, &input, &Default::default())
         .with_context(|| format!("decompressing with {}", args.run.display()))?;

@@ -114,10 +114,8 @@ fn run_mt<B: burn::tensor::backend::Backend>(
     let mut options = TranslateOptions::from(&config.decode);
     options.beam = args.beam.unwrap_or(options.beam);
     options.lenpen = args.lenpen.unwrap_or(options.lenpen);
-    if options.beam == 0 {
-        anyhow::bail!("--beam must be at least 1");
-    }
-    let report = eval_mt::<B>(&args.run, &args.data_dir, split, Some(options.clone()), device)
+    options.check()?;
+    let report = eval_mt::<B>(&args.run, &args.data_dir, split, Some(options), device)
         .with_context(|| format!("evaluating {}", args.run.display()))?;
     let s = &report.scores;
     println!("weights: {}", report.weights);

@@ -38,8 +38,11 @@ pub struct GenerateArgs {
 }
 
 pub fn run(args: GenerateArgs) -> Result<()> {
-    if args.temperature.is_nan() || args.temperature < 0.0 {
-        anyhow::bail!("--temperature {}: expected a non-negative number", args.temperature);
+    if !args.temperature.is_finite() || args.temperature < 0.0 {
+        anyhow::bail!("--temperature {}: expected a finite non-negative number (0 is greedy)", args.temperature);
+    }
+    if args.top_k == Some(0) {
+        anyhow::bail!("--top-k 0: expected at least 1 (leave it out to sample from every token)");
     }
     if let Some(p) = args.top_p {
         if !(p > 0.0 && p <= 1.0) {

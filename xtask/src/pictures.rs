@@ -27,6 +27,7 @@ pub struct AttentionArgs {
 }
 
 pub fn run_attention(args: AttentionArgs) -> Result<()> {
+    crate::backend::check_model_switches()?;
     let files = attention::<B>(&args.run, &args.text, args.source.as_deref(), &args.out, &Default::default())
         .with_context(|| format!("drawing the attention of {}", args.run.display()))?;
     for file in files {

@@ -51,9 +51,7 @@ fn translate_on<B: burn::tensor::backend::Backend>(args: TranslateArgs, device: 
     options.lenpen = args.lenpen.unwrap_or(options.lenpen);
     options.max_len_a = args.max_len_a.unwrap_or(options.max_len_a);
     options.max_len_b = args.max_len_b.unwrap_or(options.max_len_b);
-    if options.beam == 0 {
-        anyhow::bail!("--beam 0: expected at least 1");
-    }
+    options.check()?;
     let lines: Vec<String> = std::io::stdin()
         .lock()
         .lines()

@@ -63,3 +63,38 @@ fn missing_files_and_runs_are_named_once_with_what_was_being_done() {
     let line = error_line(&bleu.wait_with_output().unwrap());
     assert!(line.contains("no-ref.txt"), "{line}");
 }
+
+#[test]
+fn sampling_flags_out_of_range_are_refused_before_the_run_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let nowhere = dir.path().join("nowhere");
+    let nowhere = nowhere.to_str().unwrap();
+    let generate =
+        |flag: &str, value: &str| error_line(&xtask(&["generate", "--run", nowhere, "--prompt", "a", flag, value]));
+    let line = generate("--top-k", "0");
+    assert!(line.contains("--top-k 0: expected at least 1"), "{line}");
+    let line = generate("--temperature", "inf");
+    assert!(line.contains("--temperature inf: expected a finite non-negative number"), "{line}");
+}
+
+/// The commands that run a model on the CPU themselves check `ATTEND_QKV` as `run_on` does.
+#[test]
+fn a_bad_attend_qkv_stops_the_cpu_commands_that_run_a_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let nowhere = dir.path().join("nowhere");
+    let nowhere = nowhere.to_str().unwrap();
+    for args in [
+        vec!["compress", "--run", nowhere],
+        vec!["decompress", "--run", nowhere],
+        vec!["attention", "--run", nowhere, "--text", "a", "--out", nowhere],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
+            .args(&args)
+            .env("ATTEND_QKV", "bogus")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let line = error_line(&out);
+        assert!(line.contains("ATTEND_QKV") && line.contains("bogus"), "{}: {line}", args[0]);
+    }
+}

@@ -128,6 +128,13 @@ impl Tokenizer {
             .as_object()
             .ok_or_else(|| foreign("model.vocab", "expected an object of token → id".into()))?;
         let added = parse_added_tokens(&root["added_tokens"], &foreign)?;
+        // Ids are dense: none reaches past the vocabulary and the added tokens together (checked
+        // before the table of that size is made).
+        let dense = vocab.len() + added.len();
+        if let Some((i, a)) = added.iter().enumerate().find(|(_, a)| a.id as usize >= dense) {
+            let message = format!("id {} is past the {dense} ids of model.vocab and added_tokens", a.id);
+            return Err(foreign(&format!("added_tokens[{i}]"), message));
+        }
         let size = vocab.len().max(added.iter().map(|a| a.id as usize + 1).max().unwrap_or(0));
         let mut tokens: Vec<Option<Vec<u8>>> = vec![None; size];
         let mut id_of = std::collections::HashMap::with_capacity(vocab.len());
@@ -198,7 +205,8 @@ fn parse_added_tokens(value: &Value, foreign: &impl Fn(&str, String) -> BpeError
                 .filter(|c| !c.is_empty())
                 .ok_or_else(|| foreign(&field, "missing or empty content".into()))?;
             let special = t["special"].as_bool().unwrap_or(false);
-            Ok(AddedToken { id: id as u32, content: content.to_string(), special })
+            let id = u32::try_from(id).map_err(|_| foreign(&field, format!("id {id} is past the u32 ids")))?;
+            Ok(AddedToken { id, content: content.to_string(), special })
         })
         .collect()
 }

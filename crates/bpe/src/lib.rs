@@ -14,6 +14,10 @@
 //! - **Fast**: files are counted in parallel chunks, merges update counts incrementally,
 //!   and the encoder caches pieces and merges long pieces in `O(n log n)`.
 //!
+//! [`classic`] holds the other BPE, Sennrich et al.'s over whitespace-separated words with an
+//! end-of-word marker (`subword-nmt learn-bpe`), written as subword-nmt's codes file and as a
+//! HuggingFace `tokenizer.json`.
+//!
 //! ```
 //! use attend_bpe::{Trainer, TrainerConfig};
 //! let trainer = Trainer::new(TrainerConfig {

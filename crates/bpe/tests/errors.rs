@@ -48,7 +48,7 @@ fn missing_empty_and_non_utf8_inputs_name_the_file() {
 }
 
 #[test]
-fn truncated_or_foreign_tokenizer_json_is_refused() {
+fn truncated_foreign_or_far_id_tokenizer_json_is_refused() {
     let tok = trainer(270, &["<s>"]).unwrap().train_texts(["aa bb aa bb\n"]);
     let json = tok.to_json_string();
     let origin = Path::new("tok.json");
@@ -66,6 +66,16 @@ fn truncated_or_foreign_tokenizer_json_is_refused() {
 
     assert!(Tokenizer::from_json_str("[1, 2]", origin).is_err());
     assert!(Tokenizer::from_json_str("{}", origin).is_err());
+
+    // An added token's id past the dense ids (or past u32) is refused naming it, not wrapped
+    // onto token 0 or sized into a table of billions.
+    let id = tok.added_tokens()[0].id;
+    for far in [4_000_000_000u64, 1 << 32] {
+        let moved = json.replacen(&format!("\"id\": {id},"), &format!("\"id\": {far},"), 1);
+        assert_ne!(moved, json, "the added token's id is written as `\"id\": {id},`");
+        let err = Tokenizer::from_json_str(&moved, origin).unwrap_err().to_string();
+        assert!(err.contains("added_tokens[0]") && err.contains(&format!("id {far} is past")), "{err}");
+    }
 }
 
 #[test]

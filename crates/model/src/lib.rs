@@ -9,8 +9,10 @@
 //!
 //! The modules never name a concrete backend (tests use `burn-ndarray` through a
 //! `TestBackend` alias), and the crate does no file I/O. The one place that names a backend is
-//! [`fused`]: its operations run as single-pass kernels on `burn-ndarray` (found by type at
-//! run time) and as compositions of Burn's operations on every other backend.
+//! [`fused`]: its operations run as single-pass kernels on `burn-ndarray`, as CubeCL kernels
+//! (our matrix product among them) on burn-wgpu and burn-cuda with or without burn-fusion
+//! (features `wgpu`, `cuda`; `ATTEND_GPU_KERNELS` and `ATTEND_GPU_MATMUL` choose), each found
+//! by type at run time, and as compositions of Burn's operations on every other backend.
 //!
 //! ```
 //! use attend_model::decode::{greedy, GreedyOptions};
@@ -65,8 +67,8 @@ pub use notes::{NotesCache, NotesModel};
 pub use params::{count, ParamReport};
 pub use seq2seq::{Memory, Seq2seqCache, TranslationModel};
 
-/// The backends the tests run on: CPU `burn-ndarray`. A `test-wgpu` feature would swap these
-/// two aliases for `burn_wgpu::Wgpu` (as `burn-nn/src/lib.rs` does); every test names only them.
+/// The backends the unit tests run on: CPU `burn-ndarray`. The kernels' tests on wgpu
+/// (`fused/cube/*tests.rs`, feature `test-wgpu`) name their backend themselves.
 #[cfg(test)]
 pub(crate) mod test_backend {
     /// The inference backend of the tests.

@@ -99,6 +99,14 @@ impl<'a> Decoder<'a> {
         d
     }
 
+    /// Whether decoding has read more than the 32 bits of its window past the code's last
+    /// byte: the decoder's position runs 32 bits ahead of the encoder's, and the encoder wrote
+    /// every bit of a whole code, so a whole code never gets there; a truncated one, or one
+    /// asked for more symbols than were coded, does.
+    pub fn past_end(&self) -> bool {
+        self.position > 8 * self.bytes.len() + 32
+    }
+
     fn next_bit(&mut self) -> u64 {
         let byte = self.bytes.get(self.position / 8).copied().unwrap_or(0);
         let bit = (byte >> (7 - self.position % 8)) & 1;
@@ -176,8 +184,30 @@ mod tests {
             let got = symbol_at(&cumulative, t);
             assert_eq!(got, s);
             decoder.consume(cumulative[got], cumulative[got + 1], total);
+            assert!(!decoder.past_end(), "a whole code read past its end");
         }
         code.len()
+    }
+
+    #[test]
+    fn decoding_more_symbols_than_were_coded_runs_past_the_end() {
+        let probs = [0.25; 4];
+        let cumulative = frequencies(&probs);
+        let total = *cumulative.last().unwrap();
+        let mut encoder = Encoder::new();
+        for s in [1usize, 3, 0, 2, 2] {
+            encoder.encode(cumulative[s], cumulative[s + 1], total);
+        }
+        let code = encoder.finish();
+        let mut decoder = Decoder::new(&code);
+        let mut decoded = 0;
+        while !decoder.past_end() {
+            let got = symbol_at(&cumulative, decoder.target(total));
+            decoder.consume(cumulative[got], cumulative[got + 1], total);
+            decoded += 1;
+            assert!(decoded < 100, "two bits a symbol: past the end within 32 bits");
+        }
+        assert!(decoded > 5, "the five coded symbols decode first ({decoded})");
     }
 
     #[test]

@@ -145,7 +145,13 @@ pub fn decompress<B: Backend>(run: &Path, data: &[u8], device: &B::Device) -> Re
     let n = u64::from_le_bytes(data[37..45].try_into().expect("8 bytes")) as usize;
     let vocab = trained.codec.len();
     let mut decoder = Decoder::new(&data[HEADER..]);
-    let mut ids = Vec::with_capacity(n);
+    // `n` is read from the file: grow as tokens are decoded rather than trusting it ahead.
+    let mut ids = Vec::with_capacity(n.min(data.len()));
+    let damaged = |decoded: usize| {
+        TrainError::Usage(format!(
+            "the file is truncated or damaged: its code ran out after {decoded} of the {n} tokens its header counts"
+        ))
+    };
     if n > 0 {
         let first = decoder.target(vocab as u64);
         decoder.consume(first, first + 1, vocab as u64);
@@ -157,7 +163,13 @@ pub fn decompress<B: Backend>(run: &Path, data: &[u8], device: &B::Device) -> Re
             let t = symbol_at(&cumulative, decoder.target(total));
             decoder.consume(cumulative[t], cumulative[t + 1], total);
             ids.push(t as u32);
+            if decoder.past_end() {
+                return Err(damaged(ids.len()));
+            }
         }
+    }
+    if decoder.past_end() {
+        return Err(damaged(ids.len()));
     }
     Ok(decode_exactly(&trained.codec, &ids))
 }

@@ -57,7 +57,16 @@ pub fn import_gpt2<B: Backend>(hf: &Path, run: &Path, device: &B::Device) -> Res
         let message = format!("vocab_size = {vocab}, but tokenizer.json has {} tokens: they must agree", codec.len());
         return Err(bad(&config_path, message));
     }
-    let activation = match gpt2["activation_function"].as_str().unwrap_or("gelu_new") {
+    // A key left out (or null) takes transformers' default; one of another type is an error.
+    let typed = |key: &str, expected: &str, ok: fn(&Value) -> bool| -> Result<Option<&Value>, TrainError> {
+        match &gpt2[key] {
+            Value::Null => Ok(None),
+            value if ok(value) => Ok(Some(value)),
+            value => Err(bad(&config_path, format!("{key} = {value}: expected {expected}"))),
+        }
+    };
+    let function = typed("activation_function", "a string", Value::is_string)?;
+    let activation = match function.and_then(Value::as_str).unwrap_or("gelu_new") {
         "gelu" => Activation::Gelu,
         "gelu_new" | "gelu_pytorch_tanh" => Activation::GeluTanh,
         "relu" => Activation::Relu,
@@ -68,14 +77,17 @@ pub fn import_gpt2<B: Backend>(hf: &Path, run: &Path, device: &B::Device) -> Res
     for (key, wanted) in
         [("scale_attn_weights", true), ("scale_attn_by_inverse_layer_idx", false), ("add_cross_attention", false)]
     {
-        if gpt2[key].as_bool().is_some_and(|v| v != wanted) {
+        if typed(key, "true or false", Value::is_boolean)?.and_then(Value::as_bool).is_some_and(|v| v != wanted) {
             return Err(bad(&config_path, format!("{key} = {}: not supported", !wanted)));
         }
     }
     let activation = toml::Value::try_from(activation).map_err(|e| bad(&config_path, e.to_string()))?;
-    let eps = gpt2["layer_norm_epsilon"].as_f64().unwrap_or(1e-5);
-    let tie = gpt2["tie_word_embeddings"].as_bool().unwrap_or(true);
-    let d_ff = gpt2["n_inner"].as_u64().map_or(4 * d, |v| v as usize);
+    let eps = typed("layer_norm_epsilon", "a number", Value::is_number)?.and_then(Value::as_f64).unwrap_or(1e-5);
+    let tie =
+        typed("tie_word_embeddings", "true or false", Value::is_boolean)?.and_then(Value::as_bool).unwrap_or(true);
+    let d_ff = typed("n_inner", "a whole number or null", Value::is_u64)?
+        .and_then(Value::as_u64)
+        .map_or(4 * d, |v| v as usize);
     let sets = [
         "data.dataset=\"\"".to_string(),
         format!("data.tokenizer={:?}", codec.kind()),
@@ -99,7 +111,7 @@ pub fn import_gpt2<B: Backend>(hf: &Path, run: &Path, device: &B::Device) -> Res
     let config = RunConfig::load(None, &sets).map_err(|e| bad(&config_path, e.to_string()))?;
     let model = config.model.init_decoder_only::<B>(vocab, device).ok_or(TrainError::NotLm)?;
     let weights = hf.join("model.safetensors");
-    let values = ours_from_gpt2(&weights, config.model.n_layers, d)?;
+    let values = ours_from_gpt2(&weights, config.model.n_layers, d, vocab)?;
     let model = set_weights(model, values).map_err(|errors| {
         let first = errors.first().map(ToString::to_string).unwrap_or_default();
         bad(&weights, format!("{first} ({} mismatches)", errors.len()))
@@ -136,7 +148,12 @@ fn tokenizer(path: &Path) -> Result<LmCodec, TrainError> {
 }
 
 /// The GPT-2 tensors of `path` under our parameter paths (`c_attn` split in three).
-fn ours_from_gpt2(path: &Path, n_layers: usize, d: usize) -> Result<HashMap<String, TensorData>, TrainError> {
+fn ours_from_gpt2(
+    path: &Path,
+    n_layers: usize,
+    d: usize,
+    vocab: usize,
+) -> Result<HashMap<String, TensorData>, TrainError> {
     let bytes = std::fs::read(path).map_err(io_err(path))?;
     let st = SafeTensors::deserialize(&bytes).map_err(|e| bad(path, e.to_string()))?;
     let get = |name: &str| -> Result<Option<HostTensor>, TrainError> {
@@ -168,6 +185,11 @@ fn ours_from_gpt2(path: &Path, n_layers: usize, d: usize) -> Result<HashMap<Stri
         // `nn.Linear`'s `[V, d]` to our input-major `[d, V]`, unless it is the tied copy.
         let tied = get("wte.weight")?.is_some_and(|w| w.1 == values);
         if !tied {
+            if shape != [vocab, d] {
+                let message =
+                    format!("lm_head.weight has shape {shape:?}: expected [vocab_size, n_embd] = [{vocab}, {d}]");
+                return Err(bad(path, message));
+            }
             let (v, dm) = (shape[0], shape[1]);
             let t: Vec<f32> =
                 (0..dm).flat_map(|i| (0..v).map(move |j| (i, j))).map(|(i, j)| values[j * dm + i]).collect();

@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use attend_model::{positions::sinusoid_table, DecoderOnly, LanguageModel};
+use attend_model::{positions::sinusoid_table, DecoderOnly, LanguageModel, Positions};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData};
 
@@ -27,6 +27,17 @@ const CELL: f32 = 14.0;
 
 fn ids_tensor<B: Backend>(ids: &[u32], device: &B::Device) -> Tensor<B, 2, Int> {
     Tensor::from_data(TensorData::new(ids.iter().map(|&i| i as i64).collect::<Vec<_>>(), [1, ids.len()]), device)
+}
+
+/// An error unless a text of `len` tokens (`flag`'s) fits the model's positions: at most
+/// `limit` (`model.block_size`) where there is one.
+fn fits(flag: &str, len: usize, limit: Option<usize>) -> Result<(), TrainError> {
+    match limit {
+        Some(limit) if len > limit => Err(TrainError::Usage(format!(
+            "{flag} is {len} tokens long, and this model takes at most {limit} (model.block_size): give a shorter text"
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// One panel per head of `weights` (`[1, heads, rows, cols]`).
@@ -92,6 +103,10 @@ pub fn attention<B: Backend>(
             };
             let src: Vec<u32> = trained.tokenizer.encode(source).into_iter().chain([IDS.eos]).collect();
             let tgt: Vec<u32> = [IDS.bos].into_iter().chain(trained.tokenizer.encode(text)).collect();
+            // Learned positions end at the table's last row; sinusoids take any length.
+            let limit = (config.model.positions == Positions::Learned).then_some(config.model.block_size);
+            fits("--source (with its </s>)", src.len(), limit)?;
+            fits("--text (after <s>)", tgt.len(), limit)?;
             let (src_labels, tgt_labels): (Vec<String>, Vec<String>) =
                 (src.iter().map(label).collect(), tgt.iter().map(label).collect());
             let output = trained.model.forward_with_attention(ids_tensor(&src, device), None, ids_tensor(&tgt, device));
@@ -114,6 +129,8 @@ pub fn attention<B: Backend>(
             if ids.is_empty() {
                 return Err(empty());
             }
+            let limit = (config.model.positions == Positions::Learned).then_some(config.model.block_size);
+            fits("--text", ids.len(), limit)?;
             let model_config = attend_model::ModelConfig { dropout: 0.0, ..config.model.clone() };
             let model: LanguageModel<B> =
                 load_weights(model_config.init_lm(codec.len(), device), &weights_dir(run)?, device)?;
@@ -123,12 +140,13 @@ pub fn attention<B: Backend>(
         }
         _ => {
             let trained = load_lm::<B>(run, device)?;
-            let mut ids =
+            let ids =
                 trained.codec.encode_prompt(text).map_err(|s| TrainError::Prompt(PromptError::UnknownSymbol(s)))?;
             if ids.is_empty() {
                 return Err(empty());
             }
-            ids.truncate(config.model.block_size);
+            // A language model's context is its block, whatever its positions.
+            fits("--text", ids.len(), Some(config.model.block_size))?;
             let labels: Vec<String> = ids.iter().map(|&i| token_label(&trained.codec.decode(&[i]))).collect();
             let x = ids_tensor(&ids, device);
             let weights = match &trained.model {
@@ -162,7 +180,13 @@ pub fn learned_panel<B: Backend>(run: &Path, len: Option<usize>, device: &B::Dev
         ))
     })?;
     let [rows, d] = table.val().dims();
-    let rows = len.map_or(rows, |l| l.min(rows));
+    if let Some(len) = len.filter(|&len| len > rows) {
+        return Err(TrainError::Usage(format!(
+            "--len {len}: the learned table of {} has {rows} positions (model.block_size)",
+            run.display()
+        )));
+    }
+    let rows = len.unwrap_or(rows);
     let values = table.val().slice([0..rows, 0..d]).into_data().convert::<f32>().to_vec::<f32>().unwrap_or_default();
     Ok(Panel {
         title: format!("learned positions of {}", run.display()),
@@ -178,4 +202,17 @@ pub fn write_positions(panel: &Panel, out: &Path) -> Result<(), TrainError> {
     let title = "positional encodings (rows: position t; columns: dimension)";
     let picture = svg(title, std::slice::from_ref(panel), Scale::Signed, cell).map_err(io_err(out))?;
     std::fs::write(out, picture).map_err(io_err(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fits;
+
+    #[test]
+    fn a_text_longer_than_the_positions_is_refused_naming_the_flag_and_the_limit() {
+        assert!(fits("--text", 12, Some(12)).is_ok(), "as long as the block");
+        assert!(fits("--source", 5000, None).is_ok(), "sinusoids take any length");
+        let err = fits("--source (with its </s>)", 13, Some(12)).unwrap_err().to_string();
+        assert!(err.contains("--source (with its </s>) is 13 tokens long") && err.contains("at most 12"), "{err}");
+    }
 }

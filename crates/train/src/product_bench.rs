@@ -263,5 +263,8 @@ mod tests {
         let none =
             time_linear_products::<NdArray<f32>>(&Default::default(), 0, &[(8, 8)], &[ProductKernel::CUBECL], 0, 1);
         assert!(none.unwrap_err().to_string().contains("rows (0)"));
+        let never =
+            time_linear_products::<NdArray<f32>>(&Default::default(), 8, &[(8, 8)], &[ProductKernel::CUBECL], 0, 0);
+        assert!(never.unwrap_err().to_string().contains("reps (0)"));
     }
 }

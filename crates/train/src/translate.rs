@@ -18,7 +18,7 @@ use crate::error::TrainError;
 use crate::trained::weights_dir;
 
 /// Beam search settings.
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 pub struct TranslateOptions {
     pub beam: usize,
     pub lenpen: f64,
@@ -29,6 +29,31 @@ pub struct TranslateOptions {
 impl From<&DecodeConfig> for TranslateOptions {
     fn from(d: &DecodeConfig) -> Self {
         TranslateOptions { beam: d.beam, lenpen: d.lenpen, max_len_a: d.max_len_a, max_len_b: d.max_len_b }
+    }
+}
+
+impl TranslateOptions {
+    /// The options within the bounds the `[decode]` keys have (`config/bounds.rs`): a beam of 1
+    /// to 1024, a finite non-negative length penalty and `a` of at most 1024, a `b` of at most
+    /// 65536. The error names the flag and the key, for options from either.
+    pub fn check(&self) -> Result<(), TrainError> {
+        let bad = |what: &str, value: String, expected: &str| {
+            Err(TrainError::Usage(format!("{what} = {value}: expected {expected}")))
+        };
+        if !(1..=1024).contains(&self.beam) {
+            return bad("--beam (decode.beam)", self.beam.to_string(), "1 to 1024");
+        }
+        for (what, value) in
+            [("--lenpen (decode.lenpen)", self.lenpen), ("--max-len-a (decode.max_len_a)", self.max_len_a)]
+        {
+            if !(value.is_finite() && (0.0..=1024.0).contains(&value)) {
+                return bad(what, value.to_string(), "a number from 0 to 1024");
+            }
+        }
+        if self.max_len_b > 65536 {
+            return bad("--max-len-b (decode.max_len_b)", self.max_len_b.to_string(), "at most 65536");
+        }
+        Ok(())
     }
 }
 
@@ -46,6 +71,7 @@ pub fn translate<B: Backend>(
     options: &TranslateOptions,
     device: &B::Device,
 ) -> Result<Vec<String>, TrainError> {
+    options.check()?;
     let pairs: Vec<Pair> = sources.iter().map(|s| Pair { source: tokenizer.encode(s), target: Vec::new() }).collect();
     let limit = model.positions.max_len();
     check_lengths(&pairs, limit, "source sentence")?;
@@ -116,4 +142,29 @@ pub fn load_mt_run<B: Backend>(run: &Path, device: &B::Device) -> Result<Trained
     let model =
         crate::average::load_weights(model_config.init_seq2seq::<B>(tokenizer.vocab_size(), device), &weights, device)?;
     Ok(TrainedMt { config, tokenizer, model, weights })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TranslateOptions;
+
+    #[test]
+    fn decoding_options_outside_the_decode_keys_bounds_are_refused_naming_flag_and_key() {
+        let ok = TranslateOptions { beam: 4, lenpen: 0.6, max_len_a: 1.2, max_len_b: 10 };
+        assert!(ok.check().is_ok());
+        for (options, named) in [
+            (TranslateOptions { beam: 0, ..ok }, "--beam (decode.beam) = 0"),
+            (TranslateOptions { lenpen: -1.0, ..ok }, "--lenpen (decode.lenpen) = -1"),
+            (TranslateOptions { lenpen: f64::NAN, ..ok }, "--lenpen (decode.lenpen) = NaN"),
+            (TranslateOptions { max_len_a: -1.0, ..ok }, "--max-len-a (decode.max_len_a) = -1"),
+            (
+                TranslateOptions { max_len_a: 1e30, ..ok },
+                "--max-len-a (decode.max_len_a) = 1000000000000000000000000000000",
+            ),
+            (TranslateOptions { max_len_b: 1 << 20, ..ok }, "--max-len-b (decode.max_len_b) = 1048576"),
+        ] {
+            let err = options.check().unwrap_err().to_string();
+            assert!(err.contains(named), "{err}");
+        }
+    }
 }

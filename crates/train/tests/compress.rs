@@ -51,7 +51,7 @@ fn train(dir: &Path, name: &str, tokenizer: &str, vocab: usize) -> std::path::Pa
 }
 
 #[test]
-fn compression_round_trips_exactly_near_the_model_bound_and_refuses_other_weights() {
+fn compression_round_trips_exactly_near_the_model_bound_and_refuses_other_weights_and_cut_codes() {
     let _turn = serial();
     let dir = tempfile::tempdir().unwrap();
     let chars = train(dir.path(), "chars", "char", 0);
@@ -81,4 +81,16 @@ fn compression_round_trips_exactly_near_the_model_bound_and_refuses_other_weight
     assert!(err.contains("weights hash") && err.matches(char::is_alphanumeric).count() > 128, "{err}");
     let (empty, _) = compress::<I>(&chars, b"", &Default::default()).unwrap();
     assert_eq!(decompress::<I>(&chars, &empty, &Default::default()).unwrap(), b"");
+    // A cut code, or a header counting more tokens than were coded (up to 2^62), is an error
+    // once decoding runs past the code's end: no allocation from the count, no endless loop.
+    let (code, _) = compress::<I>(&chars, input.as_bytes(), &Default::default()).unwrap();
+    let cut = &code[..45 + (code.len() - 45) / 2];
+    let err = decompress::<I>(&chars, cut, &Default::default()).unwrap_err().to_string();
+    assert!(err.contains("truncated or damaged"), "{err}");
+    for count in [input.len() as u64 + 50, 1 << 62] {
+        let mut more = code.clone();
+        more[37..45].copy_from_slice(&count.to_le_bytes());
+        let err = decompress::<I>(&chars, &more, &Default::default()).unwrap_err().to_string();
+        assert!(err.contains(&format!("of the {count} tokens")), "{err}");
+    }
 }

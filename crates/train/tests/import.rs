@@ -60,3 +60,27 @@ fn an_imported_gpt2_gives_the_ids_and_logits_of_transformers_and_survives_a_roun
         .to_string()
         .contains("already holds a run"));
 }
+
+/// A `config.json` key of the wrong type is an error naming it, not transformers' default.
+#[test]
+fn a_config_key_of_the_wrong_type_is_refused_naming_it_instead_of_taking_the_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(fixture().join("config.json")).unwrap();
+    for (key, from, to) in [
+        ("layer_norm_epsilon", "\"layer_norm_epsilon\": 1e-05", "\"layer_norm_epsilon\": \"1e-5\""),
+        ("tie_word_embeddings", "\"tie_word_embeddings\": true", "\"tie_word_embeddings\": \"yes\""),
+        ("activation_function", "\"activation_function\": \"gelu_new\"", "\"activation_function\": 3"),
+        ("n_inner", "\"n_inner\": null", "\"n_inner\": -4"),
+    ] {
+        let hf = dir.path().join(key);
+        std::fs::create_dir_all(&hf).unwrap();
+        for file in ["model.safetensors", "tokenizer.json"] {
+            std::fs::copy(fixture().join(file), hf.join(file)).unwrap();
+        }
+        assert!(text.contains(from), "{from}");
+        std::fs::write(hf.join("config.json"), text.replace(from, to)).unwrap();
+        let err = import_gpt2::<I>(&hf, &dir.path().join(format!("run-{key}")), &Default::default()).unwrap_err();
+        let err = err.to_string();
+        assert!(err.contains(&format!("{key} = ")) && err.contains("expected"), "{key}: {err}");
+    }
+}

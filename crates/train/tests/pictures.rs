@@ -18,7 +18,7 @@ struct Quiet;
 impl attend_train::Observer for Quiet {}
 
 #[test]
-fn attention_draws_every_head_of_every_layer_and_a_causal_model_never_looks_ahead() {
+fn attention_draws_every_head_of_every_layer_a_causal_model_never_looks_ahead_and_a_text_past_the_block_is_refused() {
     let _turn = serial();
     let dir = tempfile::tempdir().unwrap();
     let sets: Vec<String> = [
@@ -69,6 +69,12 @@ fn attention_draws_every_head_of_every_layer_and_a_causal_model_never_looks_ahea
             assert!(svg.contains(&format!("\n{word}\n</text>")), "token {word} labelled");
         }
     }
+    // Nine tokens for a block of eight: an error naming the flag and the limit, no pictures.
+    let long: Vec<&str> = words.iter().cycle().take(9).copied().collect();
+    let refused = dir.path().join("refused");
+    let err = attention::<I>(&run, &long.join(" "), None, &refused, &Default::default()).unwrap_err().to_string();
+    assert!(err.contains("--text is 9 tokens long") && err.contains("at most 8 (model.block_size)"), "{err}");
+    assert!(!refused.join("layer-1.svg").exists(), "a picture of a refused text");
 }
 
 /// The heat-map cells of an attention SVG (14-pixel squares): `(x, y, fill)`.

@@ -42,6 +42,18 @@ pub(in crate::fused) fn close(a: &[f32], b: &[f32], tol: f32, what: &str) {
     }
 }
 
+/// `a` within `share` of `b`'s largest magnitude, everywhere: for values far below 1 (weights of
+/// a softmax over hundreds of keys, their gradients), where [`close`]'s `tol·(1 + |y|)` is in
+/// effect an absolute bound as large as the values themselves.
+pub(in crate::fused) fn close_to_scale(a: &[f32], b: &[f32], share: f32, what: &str) {
+    assert_eq!(a.len(), b.len());
+    let scale = b.iter().fold(0f32, |m, y| m.max(y.abs()));
+    assert!(scale > 0.0, "{what}: all zeros");
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        assert!(x.is_finite() && (x - y).abs() <= share * scale, "{what}[{i}]: {x} vs {y} (scale {scale})");
+    }
+}
+
 pub(in crate::fused) fn data<B: Backend, const D: usize>(t: Tensor<B, D>) -> Vec<f32> {
     t.into_data().convert::<f32>().to_vec::<f32>().unwrap()
 }

@@ -16,10 +16,11 @@ impl RunConfig {
         const K: u128 = 1 << 10;
         const M: u128 = 1 << 20;
         const STEPS: u128 = 1_000_000_000;
-        let bounds: [(&'static str, u128, u128); 38] = [
+        let bounds: [(&'static str, u128, u128); 39] = [
             ("data.vocab_size", d.vocab_size as u128, M),
             ("data.synthetic_vocab", d.synthetic_vocab as u128, 64 * K),
             ("data.synthetic_branching", d.synthetic_branching as u128, 64 * K),
+            ("data.synthetic_order", d.synthetic_order as u128, 64),
             ("data.synthetic_size", d.synthetic_size as u128, 100_000_000),
             ("model.d_model", m.d_model as u128, 64 * K),
             ("model.n_heads", m.n_heads as u128, K),

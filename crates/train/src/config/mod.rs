@@ -170,18 +170,18 @@ impl RunConfig {
         unit("train.beta2", t.beta2)?;
         unit("train.label_smoothing", t.label_smoothing)?;
         unit("train.momentum", t.momentum)?;
-        if t.eps.is_nan() || t.eps <= 0.0 {
+        if !t.eps.is_finite() || t.eps <= 0.0 {
             return Err(ConfigError::Invalid {
                 key: "train.eps",
                 value: t.eps.to_string(),
                 expected: "a positive number",
             });
         }
-        if [t.clip_norm, t.weight_decay, t.min_lr].iter().any(|v| v.is_nan() || *v < 0.0) {
+        if [t.clip_norm, t.weight_decay, t.min_lr].iter().any(|v| !v.is_finite() || *v < 0.0) {
             return Err(ConfigError::Invalid {
                 key: "train.clip_norm / train.weight_decay / train.min_lr",
                 value: format!("{} / {} / {}", t.clip_norm, t.weight_decay, t.min_lr),
-                expected: "non-negative numbers",
+                expected: "finite non-negative numbers",
             });
         }
         positive("train.asgd_start", t.asgd_start > 0, t.asgd_start.to_string())?;
@@ -287,6 +287,23 @@ impl RunConfig {
                 "data.synthetic_order",
                 d.synthetic_order.to_string(),
                 "an order small enough that synthetic_vocab^(order+1) <= 2^26 (the source's probability table)",
+            );
+        }
+        // Positions with fewer than `order` tokens of context in their window are not scored
+        // (`lm_eval`): a window shorter than the order would score nothing.
+        let order = d.synthetic_order;
+        if d.dataset == "synthetic-lm" && self.model.block_size < order {
+            return invalid(
+                "model.block_size",
+                format!("{} (data.synthetic_order = {order})", self.model.block_size),
+                "at least data.synthetic_order: a shorter window has no token with its whole context, so none would be scored",
+            );
+        }
+        if d.dataset == "synthetic-lm" && self.eval.dynamic_segment < order {
+            return invalid(
+                "eval.dynamic_segment",
+                format!("{} (data.synthetic_order = {order})", self.eval.dynamic_segment),
+                "at least data.synthetic_order: a shorter segment has no token with its whole context, so none would be scored",
             );
         }
         Ok(())

@@ -109,6 +109,34 @@ fn generated_data_settings_that_cannot_make_a_source_name_the_key() {
     RunConfig::load(None, &sets).expect("a uniform source needs no preferred words");
 }
 
+/// A window (the block, or dynamic evaluation's segment) shorter than the generated source's
+/// order would have no position with its whole context, and score nothing (a loss of 0).
+#[test]
+fn a_window_shorter_than_the_generated_sources_order_is_refused_naming_both_keys() {
+    for (set, key) in [
+        ("model.block_size=1", "model.block_size = 1 (data.synthetic_order = 2)"),
+        ("eval.dynamic_segment=1", "eval.dynamic_segment = 1 (data.synthetic_order = 2)"),
+    ] {
+        let sets = ["data.dataset=\"synthetic-lm\"".to_string(), "data.synthetic_order=2".into(), set.into()];
+        let err = RunConfig::load(None, &sets).unwrap_err().to_string();
+        assert!(err.starts_with(key), "{set}: {err}");
+    }
+    let sets =
+        ["data.dataset=\"synthetic-lm\"", "data.synthetic_order=2", "model.block_size=2", "eval.dynamic_segment=2"];
+    RunConfig::load(None, &sets.map(String::from)).expect("windows as long as the order score their last token");
+}
+
+#[test]
+fn an_infinite_epsilon_or_minimum_rate_is_refused() {
+    for (set, key) in [
+        ("train.eps=inf", "train.eps = inf"),
+        ("train.min_lr=inf", "train.clip_norm / train.weight_decay / train.min_lr"),
+    ] {
+        let err = RunConfig::load(None, &[set.to_string()]).unwrap_err().to_string();
+        assert!(err.starts_with(key), "{set}: {err}");
+    }
+}
+
 #[test]
 fn set_overrides_apply_after_the_file_with_the_same_rules() {
     let dir = tempfile::tempdir().unwrap();
@@ -157,6 +185,7 @@ fn every_size_like_value_has_an_upper_bound_naming_the_key() {
         ("model.n_layers=5000", "model.n_layers = 5000: at most 1024"),
         ("train.batch_size=1000000", "train.batch_size = 1000000: at most 65536"),
         ("decode.beam=100000", "decode.beam = 100000: at most 1024"),
+        ("data.synthetic_order=4294967296", "data.synthetic_order = 4294967296: at most 64"),
     ] {
         let err = RunConfig::load(None, &[set.to_string()]).unwrap_err().to_string();
         assert!(err.starts_with(key), "{set}: {err}");

@@ -12,8 +12,11 @@
 //!
 //! Under `ATTEND_GPU_KERNELS=auto` (the default) the row operations run composed of Burn's
 //! operations instead ([`composed`]): the dispatch reaches them here only through `Autodiff`,
-//! so that each keeps one backward step of its own ([`crate::fused::dispatch`]). Our kernels
-//! run here under `all`.
+//! so that each keeps one backward step of its own ([`crate::fused::dispatch`]). Our row
+//! kernels run here under `all`; attention's weights with dropout under `auto` and
+//! `attention` too, the squared norm and the AdamW updates under every setting but `off`
+//! (`Kernels::for_updates`), and our products ([`FusedProducts`]) wherever
+//! `ATTEND_GPU_MATMUL` takes them.
 
 use burn::tensor::ops::{BoolTensor, FloatTensor, IntTensor};
 use burn::tensor::{Shape, TensorMetadata};

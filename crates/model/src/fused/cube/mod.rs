@@ -25,6 +25,7 @@ mod attention_weights_tests;
 mod custom_op;
 pub mod fusion;
 mod kernels;
+mod launch;
 mod norm;
 mod product;
 mod product_launch;
@@ -35,27 +36,17 @@ mod product_tests;
 mod softmax;
 #[cfg(all(test, feature = "wgpu"))]
 mod tests;
+#[cfg(all(test, feature = "wgpu"))]
+mod update_tests;
 
 use burn::tensor::ops::{BoolTensor, FloatTensor, IntTensor};
 use burn::tensor::{Shape, TensorMetadata};
 use burn_cubecl::kernel::into_contiguous;
-use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
-use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
-use cubecl::prelude::*;
 
 use super::{FusedOps, FusedProducts};
+use launch::{alike, as_rows, element_launch, empty, expanded_mask, reads_four, row_launch};
 use softmax::{softmax_rows, softmax_rows_backward};
-
-/// The most units per cube of the row kernels; a row of `d` takes the power of two at or above
-/// `d` up to this, and at least [`MIN_ROW_UNITS`] (the shared-memory reductions halve it).
-const MAX_ROW_UNITS: usize = 256;
-
-/// The fewest units per cube of the row kernels (one warp on NVIDIA).
-const MIN_ROW_UNITS: usize = 32;
-
-/// Units per cube of the element-wise kernels.
-const ELEMENT_UNITS: u32 = 256;
 
 /// Operations run through these kernels, for the tests that check the dispatch reaches them.
 #[cfg(test)]
@@ -65,62 +56,6 @@ pub(super) static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::Ato
 fn counted() {
     #[cfg(test)]
     CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-}
-
-/// `x` as a contiguous `[rows, last]` matrix, with the shape it had.
-fn as_rows<R: CubeRuntime>(x: CubeTensor<R>) -> (CubeTensor<R>, Shape) {
-    let shape = x.shape();
-    let last = shape[shape.num_dims() - 1];
-    let rows = shape.num_elements() / last.max(1);
-    (burn_cubecl::ops::reshape(into_contiguous(x), Shape::new([rows, last])), shape)
-}
-
-/// `t` in `like`'s float type (the kernels read every operand as the first one's type; a
-/// model in one precision passes them alike, and this cast is then no work).
-fn alike<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
-    t: CubeTensor<R>,
-    like: &CubeTensor<R>,
-) -> CubeTensor<R> {
-    use burn::tensor::ops::FloatTensorOps;
-    if t.dtype == like.dtype {
-        t
-    } else {
-        CubeBackend::<R, F, I, BT>::float_cast(t, like.dtype.into())
-    }
-}
-
-/// An unwritten contiguous tensor like `like` in `shape`.
-fn empty<R: CubeRuntime>(like: &CubeTensor<R>, shape: Shape) -> CubeTensor<R> {
-    empty_device_contiguous_dtype(like.client.clone(), like.device.clone(), shape, like.dtype)
-}
-
-/// `mask` expanded to the shape of `like` (attention's `[batch, heads, queries, keys]`).
-fn expanded_mask<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
-    mask: CubeTensor<R>,
-    like: &CubeTensor<R>,
-) -> CubeTensor<R> {
-    use burn::tensor::ops::BoolTensorOps;
-    CubeBackend::<R, F, I, BT>::bool_expand(mask, like.shape())
-}
-
-/// One cube per row of a `[rows, d]` matrix: the cubes, their units, and that number of units.
-fn row_launch<R: CubeRuntime>(x: &CubeTensor<R>) -> (CubeCount, CubeDim, usize) {
-    let [rows, d] = x.shape().dims::<2>();
-    let units = d.next_power_of_two().clamp(MIN_ROW_UNITS, MAX_ROW_UNITS);
-    let dim = CubeDim::new_1d(units as u32);
-    (cubecl::calculate_cube_count_elemwise(&x.client, rows * units, dim), dim, units)
-}
-
-/// Whether the device reads four of `x`'s elements at once (one 128-bit read in `f32`): the
-/// kernels that read vectors of four take them only where it does.
-fn reads_four<R: CubeRuntime>(x: &CubeTensor<R>) -> bool {
-    x.client.io_optimized_vector_sizes(x.dtype.size()).any(|size| size == 4)
-}
-
-/// One unit per element of `x`.
-fn element_launch<R: CubeRuntime>(x: &CubeTensor<R>) -> (CubeCount, CubeDim) {
-    let dim = CubeDim::new_1d(ELEMENT_UNITS);
-    (cubecl::calculate_cube_count_elemwise(&x.client, x.shape().num_elements(), dim), dim)
 }
 
 impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> FusedProducts for CubeBackend<R, F, I, BT> {

@@ -78,6 +78,7 @@ pub(super) fn product<R: CubeRuntime>(
     #[cfg(test)]
     {
         *LAST_TILE.lock().unwrap() = Some(tile);
+        LAUNCHES.lock().unwrap().push((shape, batch));
     }
     #[cfg(test)]
     VECTORS.fetch_add([va, vb, vc].iter().filter(|&&v| v == 4).count(), std::sync::atomic::Ordering::Relaxed);
@@ -118,6 +119,11 @@ pub(super) fn product<R: CubeRuntime>(
 /// The tile of the kernel's last launch (tests only).
 #[cfg(test)]
 pub(super) static LAST_TILE: std::sync::Mutex<Option<ProductTile>> = std::sync::Mutex::new(None);
+
+/// The shape (triangle, heads last) and the number of matrices of every launch since the list
+/// was last cleared (tests only).
+#[cfg(test)]
+pub(super) static LAUNCHES: std::sync::Mutex<Vec<(ProductShape, usize)>> = std::sync::Mutex::new(Vec::new());
 
 /// Operands and outputs the kernel has read or written as vectors of four rows (tests only).
 #[cfg(test)]

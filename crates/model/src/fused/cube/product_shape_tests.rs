@@ -85,10 +85,18 @@ fn heads_last_product_holds_the_same_values_stored_batch_len_heads() {
     let strides = last.clone().into_primitive().tensor().meta.strides().to_vec();
     assert_eq!(strides, vec![m * 3 * n, n, 3 * n, 1], "stored as [batch, m, heads, n]");
     close(&data(last), &plain, 0.0, "heads last, unfused");
+    super::product_launch::LAUNCHES.lock().unwrap().clear();
     let fused = shaped::<burn_wgpu::Wgpu>(&a, &b, false, ProductShape::new(Triangle::Full, true));
     let joined = fused.swap_dims(1, 2).reshape([2, m, 3 * n]);
     let expected = Tensor::<NdArray<f32>, 4>::from_data(TensorData::new(plain, [2, 3, m, n]), &Default::default());
     close(&data(joined), &data(expected.swap_dims(1, 2).reshape([2, m, 3 * n])), 0.0, "heads last, fused, joined");
+    // The values alone would not show it: burn-fusion's custom operation launched our kernel
+    // with the heads last.
+    assert_eq!(
+        *super::product_launch::LAUNCHES.lock().unwrap(),
+        vec![(ProductShape::new(Triangle::Full, true), 6)],
+        "the fused launches"
+    );
 }
 
 /// Attention's scores and context as autodiff steps with our kernel (fused and unfused),
@@ -127,12 +135,19 @@ fn attention_products_with_triangles_on_wgpu_equal_full_products_on_cpu_in_value
     for (queries, causal) in [(140, Some(0)), (137, Some(3)), (70, None)] {
         let reference = grads::<Autodiff<NdArray<f32>>>(queries, causal);
         CHOICE.with(|p| p.set(Some(GpuProducts::Ours)));
+        super::product_launch::LAUNCHES.lock().unwrap().clear();
         let before = super::CALLS.load(Ordering::Relaxed);
         let ours =
             [grads::<Autodiff<burn_wgpu::Wgpu>>(queries, causal), grads::<Autodiff<WgpuUnfused>>(queries, causal)];
         let runs = super::CALLS.load(Ordering::Relaxed) - before;
         CHOICE.with(|p| p.set(None));
         assert!(runs >= 12, "our kernel ran {runs} times for 12 products");
+        // The triangles reached the kernel: with a causal mask each of the six products of
+        // either backend leaves out what the mask makes zero (the values alone could not tell,
+        // since the softmax's mask makes the full products equal).
+        let launches = std::mem::take(&mut *super::product_launch::LAUNCHES.lock().unwrap());
+        let cut = launches.iter().filter(|(s, _)| s.triangle != Triangle::Full).count();
+        assert_eq!(cut, if causal.is_some() { 12 } else { 0 }, "triangular launches of {launches:?}");
         for (backend, ours) in ["wgpu", "wgpu-unfused"].iter().zip(ours) {
             for (what, (o, r)) in ["context", "dQ", "dK", "dV"].iter().zip(ours.iter().zip(&reference)) {
                 close(o, r, 1e-4, &format!("{backend} {what}, causal {causal:?}"));

@@ -50,6 +50,7 @@ fn lookup_gradient_as_sliced_one_hot_product_on_wgpu_equals_select_add_on_cpu() 
     assert!(g_ref[(V - 1) * D..].iter().all(|&g| g == 0.0) && g_ref.iter().any(|&g| g != 0.0));
     TEST_GPU_KERNELS.with(|m| m.set(Some(GpuKernels::Unfused)));
     let tracked = TRACKED.load(Ordering::Relaxed);
+    super::product_launch::LAUNCHES.lock().unwrap().clear();
     for (backend, (y, g)) in [
         ("wgpu", lookup_grad::<Autodiff<burn_wgpu::Wgpu>>(embedding, DType::F32)),
         ("wgpu-unfused", lookup_grad::<Autodiff<WgpuUnfused>>(embedding, DType::F32)),
@@ -57,6 +58,12 @@ fn lookup_gradient_as_sliced_one_hot_product_on_wgpu_equals_select_add_on_cpu() 
         close(&y, &y_ref, 0.0, &format!("{backend} value"));
         close(&g, &g_ref, 1e-4, &format!("{backend} gradient"));
     }
+    // Select-add's sums would match too: on each backend our kernel ran the one-hot product,
+    // its rows cut into slices (one launch of that many matrices).
+    let slices = super::super::products::row_slices(SHAPE[0] * SHAPE[1], V * D);
+    let launches = std::mem::take(&mut *super::product_launch::LAUNCHES.lock().unwrap());
+    assert!(slices > 1, "the case is split");
+    assert_eq!(launches.iter().filter(|(_, batch)| *batch == slices).count(), 2, "sliced launches of {launches:?}");
     // In f16 (the partial sums added in f32): within half precision's resolution. Each
     // gradient entry sums ~400 products of size ≤ 1, so the tolerance is relative to ~20.
     let (y, g) = lookup_grad::<Autodiff<burn_wgpu::Wgpu>>(embedding, DType::F16);
@@ -220,6 +227,7 @@ fn every_product_tile_on_wgpu_equals_cpu_products_fusion_keeps_the_registered_ti
     let (m, k, n) = (130, 37, 69);
     for tile in ProductTile::ALL {
         let name = tile.name();
+        *super::product_launch::LAST_TILE.lock().unwrap() = None;
         with_product_tile(TileChoice::Fixed(tile), || {
             for (a_t, b_t) in [(false, false), (true, false), (false, true), (true, true)] {
                 let a = if a_t { [k, m] } else { [m, k] };
