@@ -10,7 +10,10 @@
 //!
 //! Each timing is `reps` products issued back to back after `warmup` untimed ones (which
 //! autotune CubeCL's kernels and compile ours), between two synchronizations of the device;
-//! the outputs are kept until the second, so that no product is skipped.
+//! the outputs are kept until the second, so that no product is skipped. The untimed products
+//! are at least `reps` and their outputs are kept together too, so that the device's memory
+//! pool already holds a buffer for each timed output: the timing is the products', not the
+//! allocation of new memory (which training, reusing its buffers step after step, does not pay).
 
 use std::time::Instant;
 
@@ -97,10 +100,11 @@ pub struct AttentionShape {
     pub width: usize,
 }
 
-/// Times `reps` runs of `run` after `warmup`, between synchronizations of the device.
+/// Times `reps` runs of `run` after `max(warmup, reps)` untimed ones held together (so that
+/// the timed outputs reuse their memory), between synchronizations of the device.
 fn time<B: Backend, T>(device: &B::Device, warmup: usize, reps: usize, run: impl Fn() -> T) -> Result<f64, TrainError> {
     let sync = || B::sync(device).map_err(|e| TrainError::Usage(format!("bench products: the device failed: {e:?}")));
-    let warm: Vec<_> = (0..warmup).map(|_| run()).collect();
+    let warm: Vec<_> = (0..warmup.max(reps)).map(|_| run()).collect();
     sync()?;
     drop(warm);
     let start = Instant::now();

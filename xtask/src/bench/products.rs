@@ -17,7 +17,8 @@ use crate::backend::{run_on, Backend, OnBackend};
 use crate::bench::args::BenchArgs;
 use crate::bench::peers::emit;
 
-/// Untimed products before each timing (CubeCL autotunes and compiles in them).
+/// Untimed products before each timing (CubeCL autotunes and compiles in them); at least as
+/// many as the timed ones (`product_bench::time`), whose memory they leave in the pool.
 const WARMUP: usize = 3;
 
 struct Products {

@@ -44,7 +44,8 @@ pub(in crate::fused) fn close(a: &[f32], b: &[f32], tol: f32, what: &str) {
 
 /// `a` within `share` of `b`'s largest magnitude, everywhere: for values far below 1 (weights of
 /// a softmax over hundreds of keys, their gradients), where [`close`]'s `tol·(1 + |y|)` is in
-/// effect an absolute bound as large as the values themselves.
+/// effect an absolute bound as large as the values themselves. (The kernels' tests on wgpu use it.)
+#[cfg(feature = "wgpu")]
 pub(in crate::fused) fn close_to_scale(a: &[f32], b: &[f32], share: f32, what: &str) {
     assert_eq!(a.len(), b.len());
     let scale = b.iter().fold(0f32, |m, y| m.max(y.abs()));
