@@ -100,6 +100,10 @@ fn train_classic(
     output: &Path,
     codes: Option<PathBuf>,
 ) -> Result<()> {
+    let codes = codes.unwrap_or_else(|| output.with_extension("codes"));
+    if codes == output {
+        anyhow::bail!("--codes and --output both name {}: the codes file would be written over", output.display());
+    }
     let mut text = String::new();
     for input in inputs {
         text.push_str(
@@ -108,9 +112,7 @@ fn train_classic(
         text.push('\n');
     }
     let bpe = attend_bpe::classic::learn(&text, merges, min_frequency);
-    let codes = codes.unwrap_or_else(|| output.with_extension("codes"));
-    std::fs::write(&codes, bpe.codes()).with_context(|| format!("writing {}", codes.display()))?;
-    std::fs::write(output, bpe.tokenizer_json()).with_context(|| format!("writing {}", output.display()))?;
+    bpe.save(&codes, output)?;
     eprintln!(
         "learned {} merges over {} symbols; wrote {} and {}",
         bpe.merges.len(),

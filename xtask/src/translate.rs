@@ -22,7 +22,8 @@ pub struct TranslateArgs {
     /// GNMT length-penalty exponent α (default: the run's decode.lenpen).
     #[arg(long)]
     lenpen: Option<f64>,
-    /// Output length limit a · source_len + b: the a.
+    /// Output length limit a · source_len + b: the a (source_len: the longest source of its
+    /// batch, as fairseq's).
     #[arg(long)]
     max_len_a: Option<f64>,
     /// The b of the length limit.

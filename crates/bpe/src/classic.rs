@@ -116,6 +116,14 @@ impl ClassicBpe {
         serde_json::to_string_pretty(&json).expect("JSON")
     }
 
+    /// Writes the codes file to `codes` and the `tokenizer.json` to `tokenizer`, each
+    /// atomically (a temporary file beside it, synced, then renamed): a failure leaves the
+    /// file that was there whole.
+    pub fn save(&self, codes: &std::path::Path, tokenizer: &std::path::Path) -> crate::Result<()> {
+        crate::json::write_atomically(codes, self.codes().as_bytes())?;
+        crate::json::write_atomically(tokenizer, self.tokenizer_json().as_bytes())
+    }
+
     /// The segmentation of one word (merges applied in order of priority, as subword-nmt's
     /// `apply-bpe` and HuggingFace's BPE model do).
     pub fn segment(&self, word: &str) -> Vec<String> {

@@ -53,6 +53,20 @@ pub enum PromptError {
     Empty,
 }
 
+/// An error unless `path` (`flag`'s directory, where a command writes its files) is new or
+/// empty: files already there are never replaced.
+pub(crate) fn fresh_directory(path: &Path, flag: &str) -> Result<(), TrainError> {
+    match std::fs::read_dir(path).map(|mut entries| entries.next().is_some()) {
+        Ok(true) => Err(TrainError::Usage(format!(
+            "{flag} {}: the directory already holds files; give a new or empty one (nothing in it is replaced)",
+            path.display()
+        ))),
+        Ok(false) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(TrainError::Io { path: path.to_path_buf(), source }),
+    }
+}
+
 /// Maps an I/O error on `path` to [`TrainError::Io`].
 pub(crate) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> TrainError + '_ {
     move |source| TrainError::Io { path: path.to_path_buf(), source }

@@ -73,6 +73,7 @@ fn toml_value<T: serde::Serialize>(value: &T) -> String {
 /// Exports the run in `run` into `out` (created if needed).
 pub fn export<B: Backend>(run: &Path, out: &Path, device: &B::Device) -> Result<Exported, TrainError> {
     let config = RunConfig::from_resolved(&run.join("config.toml"))?;
+    crate::error::fresh_directory(out, "--out")?;
     std::fs::create_dir_all(out).map_err(io_err(out))?;
     let not_gpt2 = why_not_gpt2(&config);
     let files = match &not_gpt2 {

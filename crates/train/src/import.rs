@@ -39,6 +39,8 @@ pub fn import_gpt2<B: Backend>(hf: &Path, run: &Path, device: &B::Device) -> Res
     if run.join("config.toml").exists() {
         return Err(TrainError::RunExists(run.to_path_buf()));
     }
+    // Not the GPT-2 directory itself, nor any other that holds files.
+    crate::error::fresh_directory(run, "--run")?;
     let config_path = hf.join("config.json");
     let text = std::fs::read_to_string(&config_path).map_err(io_err(&config_path))?;
     let gpt2: Value = serde_json::from_str(&text).map_err(|e| bad(&config_path, e.to_string()))?;

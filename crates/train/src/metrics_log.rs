@@ -47,26 +47,34 @@ impl MetricsLog {
 
     /// Keeps the complete lines whose `step` is at most `step` (and no `summary` or
     /// `valid-averaged` evaluation: the end of a run is redone whole), dropping everything
-    /// after; rewrites the file atomically.
+    /// after; rewrites the file atomically. A partial last line (the process died writing it)
+    /// is dropped; a complete line that is not an event with a step is an error naming it, and
+    /// the file is left as it was.
     pub fn cut_to_step(&self, step: u64) -> std::io::Result<()> {
-        crate::tfevents::cut_to_step(&self.events, step)?;
         let text = match std::fs::read_to_string(&self.path) {
             Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return crate::tfevents::cut_to_step(&self.events, step)
+            }
             Err(e) => return Err(e),
         };
         let mut kept = String::new();
-        for line in text.split_inclusive('\n') {
+        for (number, line) in text.split_inclusive('\n').enumerate() {
             if !line.ends_with('\n') {
                 break; // a partial line: the process died while writing it
             }
-            let Ok(v) = serde_json::from_str::<Value>(line) else { break };
-            let line_step = v["step"].as_u64().unwrap_or(u64::MAX);
+            let v = serde_json::from_str::<Value>(line).ok();
+            let Some((v, line_step)) = v.and_then(|v| v["step"].as_u64().map(|s| (v, s))) else {
+                let message =
+                    format!("line {}: not an event with a step; the log is damaged (nothing was cut)", number + 1);
+                return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, message));
+            };
             if line_step > step || v["event"] == "summary" || v["split"] == "valid-averaged" {
                 break;
             }
             kept.push_str(line);
         }
+        crate::tfevents::cut_to_step(&self.events, step)?;
         let tmp = self.path.with_extension("jsonl.tmp");
         std::fs::write(&tmp, kept)?;
         std::fs::rename(tmp, &self.path)
@@ -96,5 +104,19 @@ mod tests {
         log.cut_to_step(3).unwrap();
         let steps: Vec<u64> = log.read().unwrap().iter().map(|v| v["step"].as_u64().unwrap()).collect();
         assert_eq!(steps, [1, 2, 3]);
+    }
+
+    #[test]
+    fn a_damaged_complete_line_is_an_error_naming_it_and_nothing_is_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = MetricsLog::new(dir.path().join("metrics.jsonl"));
+        log.append(&json!({"event": "train", "step": 1, "loss": 1.0})).unwrap();
+        let mut f = std::fs::OpenOptions::new().append(true).open(log.path()).unwrap();
+        f.write_all(b"not json\n").unwrap();
+        log.append(&json!({"event": "train", "step": 2, "loss": 1.0})).unwrap();
+        let before = std::fs::read(log.path()).unwrap();
+        let err = log.cut_to_step(5).unwrap_err().to_string();
+        assert!(err.contains("line 2: not an event with a step"), "{err}");
+        assert_eq!(std::fs::read(log.path()).unwrap(), before, "the log as it was");
     }
 }

@@ -146,8 +146,13 @@ mod tests {
     }
 
     #[test]
-    fn moving_average_of_a_constant_is_that_constant() {
+    fn moving_average_is_the_mean_of_the_last_window_points_and_of_a_constant_that_constant() {
         let points: Series = (0..10).map(|i| (i as f64, 2.5)).collect();
-        assert!(moving_average(&points, 4).iter().all(|p| (p.1 - 2.5).abs() < 1e-12));
+        let flat = moving_average(&points, 4);
+        assert_eq!(flat.len(), 10);
+        assert!(flat.iter().all(|p| (p.1 - 2.5).abs() < 1e-12));
+        // The first points average what there is so far; then the last two, at the same steps.
+        let ramp: Series = [0.0, 4.0, 8.0, 12.0].iter().enumerate().map(|(i, &y)| (i as f64, y)).collect();
+        assert_eq!(moving_average(&ramp, 2), vec![(0.0, 0.0), (1.0, 2.0), (2.0, 6.0), (3.0, 10.0)]);
     }
 }

@@ -90,7 +90,10 @@ pub(crate) fn start<B: AutodiffBackend, M: AutodiffModule<B>>(
         }
         return Ok((model, optim, state));
     }
-    if log.path().exists() || ckpt_root.exists() {
+    // A run's log, its checkpoints, or weights without either (an imported run's `best/`):
+    // a fresh start would write over them.
+    let held = [run.join("best"), run.join("averaged")];
+    if log.path().exists() || ckpt_root.exists() || held.iter().any(|p| p.exists()) {
         return Err(TrainError::RunExists(run.clone()));
     }
     std::fs::create_dir_all(run).map_err(io_err(run))?;

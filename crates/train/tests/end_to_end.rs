@@ -360,6 +360,11 @@ fn asgd_resume_logs_exactly_the_losses_of_an_uninterrupted_run_and_saves_the_mea
     assert_eq!(scheduled, events(straight.path(), "eval"), "evaluations score the same mean");
     let steps = std::fs::read_to_string(straight.path().join("averaged/steps.json")).unwrap();
     assert_eq!(serde_json::from_str::<Value>(&steps).unwrap(), serde_json::json!({"asgd_start": 4, "last_step": 14}));
+    // The mean, not the last iterate: `averaged/` differs from the final checkpoint's weights.
+    let (last, dir) = attend_train::checkpoint::latest(&straight.path().join("checkpoints")).unwrap();
+    assert_eq!(last, 14);
+    let weights = |d: &std::path::Path| std::fs::read(d.join("model.mpk")).unwrap();
+    assert_ne!(weights(&straight.path().join("averaged")), weights(&dir), "averaged/ holds the last iterate");
 }
 
 #[test]

@@ -125,7 +125,7 @@ fn a_gpt2_shaped_run_exports_gpt2_names_and_layouts_with_lora_folded_in() {
 }
 
 #[test]
-fn another_shape_keeps_our_names_and_says_why_it_is_not_gpt2() {
+fn another_shape_keeps_our_names_says_why_it_is_not_gpt2_and_replaces_no_file() {
     let _turn = serial();
     let dir = tempfile::tempdir().unwrap();
     let text = dir.path().join("text.txt");
@@ -135,6 +135,14 @@ fn another_shape_keeps_our_names_and_says_why_it_is_not_gpt2() {
     train(&config, &run);
     let out = dir.path().join("out");
     let exported = export::<I>(&run, &out, &Default::default()).unwrap();
+    // A second export into the same directory (or into the run itself) replaces nothing.
+    let weights = std::fs::read(out.join("model.safetensors")).unwrap();
+    for taken in [&out, &run] {
+        let err = export::<I>(&run, taken, &Default::default()).unwrap_err().to_string();
+        assert!(err.contains("already holds files") && err.contains("--out"), "{err}");
+    }
+    assert_eq!(std::fs::read(out.join("model.safetensors")).unwrap(), weights, "the first export's weights");
+    assert!(!run.join("model.safetensors").exists(), "nothing written into the run");
     let why = exported.not_gpt2.unwrap();
     assert!(why.contains("model.norm") && why.contains("model.positions = \"sinusoidal\""), "{why}");
     let bytes = std::fs::read(out.join("model.safetensors")).unwrap();

@@ -22,7 +22,7 @@ fn logits(run: &Path, ids: &[u32]) -> Vec<f32> {
 }
 
 #[test]
-fn an_imported_gpt2_gives_the_ids_and_logits_of_transformers_and_survives_a_round_trip() {
+fn an_imported_gpt2_gives_transformers_ids_and_logits_survives_a_round_trip_and_is_never_written_over() {
     // Model initialization draws from Burn's one global generator: take turns with the
     // tests that train (`common::serial`).
     let _turn = crate::common::serial();
@@ -41,6 +41,9 @@ fn an_imported_gpt2_gives_the_ids_and_logits_of_transformers_and_survives_a_roun
     let run = dir.path().join("imported");
     let config = import_gpt2::<I>(&fixture(), &run, &Default::default()).unwrap();
     assert_eq!((config.model.d_model, config.model.n_layers, config.model.block_size), (8, 2, 32));
+    // GPT-2's `gelu_new` is the tanh form; the fixture's small activations could not tell it
+    // from the exact one by the logits alone.
+    assert_eq!(config.model.activation, attend_model::Activation::GeluTanh);
     let trained = load_lm::<I>(&run, &Default::default()).unwrap();
     let text = expected["text"].as_str().unwrap();
     assert_eq!(&trained.codec.encode(text).unwrap()[..ids.len()], ids.as_slice(), "tokenizers' ids");
@@ -59,7 +62,34 @@ fn an_imported_gpt2_gives_the_ids_and_logits_of_transformers_and_survives_a_roun
         .unwrap_err()
         .to_string()
         .contains("already holds a run"));
+
+    // A fresh `train` into the imported run would write over its config, tokenizer and
+    // `best/` (it has no log or checkpoints): refused, the weights as they were.
+    let best = std::fs::read(run.join("best/model.mpk")).unwrap();
+    let sets = ["model.d_model=8", "model.n_heads=2", "model.n_layers=1", "model.d_ff=16", "train.max_steps=2"];
+    let config = attend_train::config::RunConfig::load(None, &sets.map(String::from)).unwrap();
+    let opts = attend_train::RunOptions { run_dir: run.clone(), data_dir: dir.path().to_path_buf(), resume: false };
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    type B = burn::backend::Autodiff<I>;
+    let err = attend_train::tasks::train_lm::<B>(&config, &opts, &Default::default(), &mut Quiet, &stop).unwrap_err();
+    assert!(err.to_string().contains("already holds a run"), "{err}");
+    assert_eq!(std::fs::read(run.join("best/model.mpk")).unwrap(), best, "the imported weights");
+    // Nor is the GPT-2 directory itself a place for the run: its files stay its own.
+    let copy = dir.path().join("hf");
+    std::fs::create_dir_all(&copy).unwrap();
+    for file in ["config.json", "model.safetensors", "tokenizer.json"] {
+        std::fs::copy(fixture().join(file), copy.join(file)).unwrap();
+    }
+    let err = import_gpt2::<I>(&copy, &copy, &Default::default()).unwrap_err().to_string();
+    assert!(err.contains("already holds files"), "{err}");
+    assert_eq!(
+        std::fs::read(copy.join("tokenizer.json")).unwrap(),
+        std::fs::read(fixture().join("tokenizer.json")).unwrap()
+    );
 }
+
+struct Quiet;
+impl attend_train::Observer for Quiet {}
 
 /// A `config.json` key of the wrong type is an error naming it, not transformers' default.
 #[test]

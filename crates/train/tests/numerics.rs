@@ -85,8 +85,10 @@ fn loss_gradients_clipping_and_an_adamw_step_equal_pytorch_s() {
 
     clip_global_norm(&model, &mut grads, 0.5);
     close("clipped gradient", &host(&model.clone().map(&mut Gradients(&grads)).valid()), &theirs, "clipped", 1e-6);
-    // The optimizer clips by itself (AdamW multiplies the factor into its update): from the
-    // unclipped gradients of the same loss it takes PyTorch's step.
+    // The optimizer takes the clipping factor (AdamW multiplies it into its update): from the
+    // unclipped gradients of the same loss it takes PyTorch's step. (On Adam's first step the
+    // factor moves the update by about 1e-9, under this tolerance: `optimizer.rs`'s tests hold
+    // the factor itself to account.)
     let grads = GradientsParams::from_grads(cross_entropy(model.forward(x), y, None, 0.0).objective.backward(), &model);
     let mut optim = Optim::<B, DecoderOnly<B>>::new(&config.train);
     let factor = attend_train::clip::clip_factor(&model, &grads, 0.5);

@@ -30,7 +30,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub no_peers: bool,
     /// Compute backend of `bench train` (ndarray: the nanoGPT comparison with PyTorch on the
-    /// CPU, then the fixed per-step overhead; others: the overhead).
+    /// CPU, then the fixed per-step overhead; others: the overhead), `bench products` and
+    /// `bench parallel`.
     #[arg(long, value_enum, default_value_t = Backend::Ndarray)]
     pub backend: Backend,
     /// Positions (`batch·len`) of `bench products`' matrices; nanoGPT's GPU configuration has
@@ -46,8 +47,9 @@ pub enum Which {
     Train,
     /// `train --devices 2` beside one device, and the all-reduces' cost per step.
     Parallel,
-    /// The linear maps' matrix products of nanoGPT's GPU configuration, with CubeCL's kernel
-    /// and ours (`ATTEND_GPU_MATMUL`), on `--backend` (not part of `all`).
+    /// The matrix products of nanoGPT's GPU configuration (its linear maps', and attention's
+    /// per head), with CubeCL's kernel and ours (`ATTEND_GPU_MATMUL`) under every tile, on
+    /// `--backend` (not part of `all`).
     Products,
     All,
 }

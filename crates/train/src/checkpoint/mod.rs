@@ -114,6 +114,9 @@ pub fn write_atomically(
     let json = serde_json::to_string_pretty(state).expect("state serializes");
     std::fs::write(tmp.join("state.json"), json).map_err(io(&tmp))?;
     manifest::write(&tmp)?;
+    // On the disk before it takes the name (and before an old copy is removed): a power loss
+    // after the renames finds whole files, not ones the kernel had yet to write.
+    sync_tree(&tmp).map_err(io(&tmp))?;
     // Replacing a checkpoint (`best/`, `averaged/`): move the old one aside first, so that at
     // every moment one complete copy exists under a known name.
     let old = parent.join(format!(".{name}.old-{}", std::process::id()));
@@ -124,9 +127,33 @@ pub fn write_atomically(
         std::fs::rename(final_dir, &old).map_err(io(final_dir))?;
     }
     std::fs::rename(&tmp, final_dir).map_err(io(final_dir))?;
+    sync_dir(parent).map_err(io(parent))?;
     if old.exists() {
         std::fs::remove_dir_all(&old).map_err(io(&old))?;
     }
+    Ok(())
+}
+
+/// Flushes every file under `dir`, then the directories themselves, to the disk.
+fn sync_tree(dir: &Path) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            sync_tree(&path)?;
+        } else {
+            std::fs::File::open(&path)?.sync_all()?;
+        }
+    }
+    sync_dir(dir)
+}
+
+/// Flushes a directory's entries (the names a rename changed) to the disk, where the system
+/// allows opening a directory (Unix); elsewhere the renames are as durable as it makes them.
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    std::fs::File::open(dir)?.sync_all()?;
+    #[cfg(not(unix))]
+    let _ = dir;
     Ok(())
 }
 
