@@ -102,7 +102,10 @@ fn train_classic(
 ) -> Result<()> {
     let codes = codes.unwrap_or_else(|| output.with_extension("codes"));
     if codes == output {
-        anyhow::bail!("--codes and --output both name {}: the codes file would be written over", output.display());
+        anyhow::bail!(
+            "the codes file and --output would both be {}: the one would be written over (give --codes another name)",
+            output.display()
+        );
     }
     let mut text = String::new();
     for input in inputs {

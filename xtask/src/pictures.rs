@@ -41,9 +41,9 @@ pub struct PositionsArgs {
     /// Width of the sinusoidal encodings (ignored with --run).
     #[arg(long, default_value_t = 128)]
     d_model: usize,
-    /// Positions to draw.
-    #[arg(long, default_value_t = 100)]
-    len: usize,
+    /// Positions to draw (default: 100 sinusoids, or the whole of a run's table).
+    #[arg(long)]
+    len: Option<usize>,
     /// Draw this run's learned position table instead of the sinusoids.
     #[arg(long)]
     run: Option<PathBuf>,
@@ -53,13 +53,13 @@ pub struct PositionsArgs {
 }
 
 pub fn run_positions(args: PositionsArgs) -> Result<()> {
-    if args.d_model == 0 || args.len == 0 {
+    if args.d_model == 0 || args.len == Some(0) {
         anyhow::bail!("--d-model and --len must be at least 1");
     }
     let panel = match &args.run {
-        Some(run) => learned_panel::<B>(run, Some(args.len), &Default::default())
+        Some(run) => learned_panel::<B>(run, args.len, &Default::default())
             .with_context(|| format!("reading the positions of {}", run.display()))?,
-        None => sinusoid_panel(args.d_model, args.len),
+        None => sinusoid_panel(args.d_model, args.len.unwrap_or(100)),
     };
     write_positions(&panel, &args.out)?;
     println!("wrote {} ({} positions x {} dimensions)", args.out.display(), panel.rows.len(), panel.cols.len());

@@ -173,6 +173,6 @@ fn classic_bpe_writes_subword_nmt_codes_and_a_huggingface_tokenizer() {
         b"",
     );
     let stderr = String::from_utf8_lossy(&same.stderr);
-    assert!(!same.status.success() && stderr.contains("--codes and --output both name"), "{stderr}");
+    assert!(!same.status.success() && stderr.contains("the codes file and --output would both be"), "{stderr}");
     assert_eq!(std::fs::read(&output).unwrap(), before, "left as it was");
 }

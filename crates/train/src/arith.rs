@@ -99,12 +99,14 @@ impl<'a> Decoder<'a> {
         d
     }
 
-    /// Whether decoding has read more than the 32 bits of its window past the code's last
-    /// byte: the decoder's position runs 32 bits ahead of the encoder's, and the encoder wrote
-    /// every bit of a whole code, so a whole code never gets there; a truncated one, or one
-    /// asked for more symbols than were coded, does.
+    /// Whether decoding has read past what a whole code allows: the decoder's position runs 32
+    /// bits ahead of the encoder's shifts, and [`Encoder::finish`] writes at least two bits
+    /// after the last shift, so a whole code never reads more than 30 bits past its last byte.
+    /// A code cut short, or asked for more symbols than were coded, gets there once the bits
+    /// it lacks exceed that slack and the zero padding of the last byte (0 to 7 bits): a cut of
+    /// a few bits, or a few extra symbols the model finds certain, can go unnoticed.
     pub fn past_end(&self) -> bool {
-        self.position > 8 * self.bytes.len() + 32
+        self.position > 8 * self.bytes.len() + 30
     }
 
     fn next_bit(&mut self) -> u64 {

@@ -147,9 +147,11 @@ pub fn decompress<B: Backend>(run: &Path, data: &[u8], device: &B::Device) -> Re
     let mut decoder = Decoder::new(&data[HEADER..]);
     // `n` is read from the file: grow as tokens are decoded rather than trusting it ahead.
     let mut ids = Vec::with_capacity(n.min(data.len()));
-    let damaged = |decoded: usize| {
+    // `read`: the tokens decoded, the last of them from bits past the code's end.
+    let damaged = |read: usize| {
         TrainError::Usage(format!(
-            "the file is truncated or damaged: its code ran out after {decoded} of the {n} tokens its header counts"
+            "the file is truncated or damaged: its code ran out after {} of the {n} tokens its header counts",
+            read.saturating_sub(1)
         ))
     };
     if n > 0 {

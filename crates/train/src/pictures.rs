@@ -106,7 +106,7 @@ pub fn attention<B: Backend>(
             // Learned positions end at the table's last row; sinusoids take any length.
             let limit = (config.model.positions == Positions::Learned).then_some(config.model.block_size);
             fits("--source (with its </s>)", src.len(), limit)?;
-            fits("--text (after <s>)", tgt.len(), limit)?;
+            fits("--text (with its <s>)", tgt.len(), limit)?;
             let (src_labels, tgt_labels): (Vec<String>, Vec<String>) =
                 (src.iter().map(label).collect(), tgt.iter().map(label).collect());
             let output = trained.model.forward_with_attention(ids_tensor(&src, device), None, ids_tensor(&tgt, device));

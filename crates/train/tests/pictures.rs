@@ -4,7 +4,7 @@
 use std::sync::atomic::AtomicBool;
 
 use attend_train::config::RunConfig;
-use attend_train::pictures::{attention, sinusoid_panel};
+use attend_train::pictures::{attention, learned_panel, sinusoid_panel};
 use attend_train::tasks::train_lm;
 use attend_train::RunOptions;
 
@@ -75,6 +75,12 @@ fn attention_draws_every_head_of_every_layer_a_causal_model_never_looks_ahead_an
     let err = attention::<I>(&run, &long.join(" "), None, &refused, &Default::default()).unwrap_err().to_string();
     assert!(err.contains("--text is 9 tokens long") && err.contains("at most 8 (model.block_size)"), "{err}");
     assert!(!refused.join("layer-1.svg").exists(), "a picture of a refused text");
+    // The run's learned positions: the whole table by default, and no more than it has.
+    let table = learned_panel::<I>(&run, None, &Default::default()).unwrap();
+    assert_eq!((table.rows.len(), table.cols.len()), (8, 16), "block_size x d_model");
+    assert_eq!(learned_panel::<I>(&run, Some(3), &Default::default()).unwrap().rows.len(), 3);
+    let err = learned_panel::<I>(&run, Some(9), &Default::default()).unwrap_err().to_string();
+    assert!(err.contains("--len 9") && err.contains("has 8 positions"), "{err}");
 }
 
 /// The heat-map cells of an attention SVG (14-pixel squares): `(x, y, fill)`.

@@ -141,7 +141,8 @@ fn sync_tree(dir: &Path) -> std::io::Result<()> {
         if path.is_dir() {
             sync_tree(&path)?;
         } else {
-            std::fs::File::open(&path)?.sync_all()?;
+            // Opened for writing: some systems (Windows) refuse to flush a read-only handle.
+            std::fs::OpenOptions::new().write(true).open(&path)?.sync_all()?;
         }
     }
     sync_dir(dir)
