@@ -5,9 +5,11 @@
 //! (one token at a time with the key/value cache; when the context is full, the last half
 //! window is fed again into an empty cache), so both see bit-identical probabilities.
 //!
-//! File: `ATTZ1`, the SHA-256 of the weights file (`model.mpk` of the weights `eval` uses),
-//! the number of tokens (u64, little-endian), then the code. `decompress` refuses a file made
-//! with other weights, naming both hashes.
+//! File: `ATTZ2`, the SHA-256 of the weights file (`model.mpk` of the weights `eval` uses),
+//! the number of tokens (u64, little-endian), the first 8 bytes of the SHA-256 of the text,
+//! then the code. `decompress` refuses a file made with other weights, naming both hashes,
+//! and a decoded text whose hash is not the file's (a damaged or cut code). It still reads
+//! the first format, `ATTZ1` (the same without the text's hash), unchecked.
 
 use std::path::Path;
 
@@ -22,8 +24,18 @@ use crate::data::codec::LmCodec;
 use crate::error::{io_err, TrainError};
 use crate::trained::{load_lm, TrainedLm};
 
-const MAGIC: &[u8; 5] = b"ATTZ1";
-const HEADER: usize = 5 + 32 + 8;
+const MAGIC: &[u8; 5] = b"ATTZ2";
+/// The first format: no hash of the text.
+const MAGIC_1: &[u8; 5] = b"ATTZ1";
+/// The magic, the weights' hash, the token count.
+const HEADER_1: usize = 5 + 32 + 8;
+/// And the text's hash.
+const HEADER: usize = HEADER_1 + 8;
+
+/// The first 8 bytes of the SHA-256 of `text`: what `decompress` checks its output against.
+fn text_hash(text: &[u8]) -> [u8; 8] {
+    Sha256::digest(text)[..8].try_into().expect("8 of 32 bytes")
+}
 
 /// What compressing cost.
 #[derive(Clone, Copy, Debug)]
@@ -108,6 +120,7 @@ pub fn compress<B: Backend>(run: &Path, input: &[u8], device: &B::Device) -> Res
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&weights_hash(&trained)?);
     out.extend_from_slice(&(ids.len() as u64).to_le_bytes());
+    out.extend_from_slice(&text_hash(input));
     let mut encoder = Encoder::new();
     let mut model_bits = 0.0;
     if let Some(&first) = ids.first() {
@@ -129,9 +142,15 @@ pub fn compress<B: Backend>(run: &Path, input: &[u8], device: &B::Device) -> Res
 
 /// Decompresses what [`compress`] wrote with the same run's weights.
 pub fn decompress<B: Backend>(run: &Path, data: &[u8], device: &B::Device) -> Result<Vec<u8>, TrainError> {
-    if data.len() < HEADER || &data[..5] != MAGIC {
-        return Err(TrainError::Usage("the input is not a file made by `compress` (no ATTZ1 header)".into()));
-    }
+    let header = match data.get(..5) {
+        Some(m) if m == MAGIC && data.len() >= HEADER => HEADER,
+        Some(m) if m == MAGIC_1 && data.len() >= HEADER_1 => HEADER_1,
+        _ => {
+            return Err(TrainError::Usage(
+                "the input is not a file made by `compress` (no whole ATTZ2 or ATTZ1 header)".into(),
+            ))
+        }
+    };
     let trained = lossless::<B>(run, device)?;
     let ours = weights_hash(&trained)?;
     if data[5..37] != ours {
@@ -144,7 +163,7 @@ pub fn decompress<B: Backend>(run: &Path, data: &[u8], device: &B::Device) -> Re
     }
     let n = u64::from_le_bytes(data[37..45].try_into().expect("8 bytes")) as usize;
     let vocab = trained.codec.len();
-    let mut decoder = Decoder::new(&data[HEADER..]);
+    let mut decoder = Decoder::new(&data[header..]);
     // `n` is read from the file: grow as tokens are decoded rather than trusting it ahead.
     let mut ids = Vec::with_capacity(n.min(data.len()));
     // `read`: the tokens decoded, the last of them from bits past the code's end.
@@ -173,7 +192,17 @@ pub fn decompress<B: Backend>(run: &Path, data: &[u8], device: &B::Device) -> Re
     if decoder.past_end() {
         return Err(damaged(ids.len()));
     }
-    Ok(decode_exactly(&trained.codec, &ids))
+    let text = decode_exactly(&trained.codec, &ids);
+    // What the end-of-code check cannot see (a flipped bit, a cut inside the last byte's
+    // slack, a few extra tokens the model is sure of), the text's hash does.
+    if header == HEADER && text_hash(&text)[..] != data[HEADER_1..HEADER] {
+        return Err(TrainError::Usage(format!(
+            "the file is damaged: the decoded text's hash {} is not the {} its header holds",
+            hex(&text_hash(&text)),
+            hex(&data[HEADER_1..HEADER])
+        )));
+    }
+    Ok(text)
 }
 
 /// The bytes of `ids` (BPE: the token bytes; characters: their UTF-8).

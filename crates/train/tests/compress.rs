@@ -1,5 +1,6 @@
 //! `compress` / `decompress`: a lossless round trip (BPE and characters, past the context
-//! window), a code near the model's own cross-entropy, and a file made with other weights refused.
+//! window), a code near the model's own cross-entropy, and a file made with other weights, cut
+//! or damaged refused (the first format, without the text's hash, still read).
 
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
@@ -51,7 +52,7 @@ fn train(dir: &Path, name: &str, tokenizer: &str, vocab: usize) -> std::path::Pa
 }
 
 #[test]
-fn compression_round_trips_exactly_near_the_model_bound_and_refuses_other_weights_and_cut_codes() {
+fn compression_round_trips_exactly_near_the_model_bound_and_refuses_other_weights_and_cut_or_damaged_codes() {
     let _turn = serial();
     let dir = tempfile::tempdir().unwrap();
     let chars = train(dir.path(), "chars", "char", 0);
@@ -61,15 +62,15 @@ fn compression_round_trips_exactly_near_the_model_bound_and_refuses_other_weight
     for run in [&chars, &bpe] {
         let (code, stats) = compress::<I>(run, input.as_bytes(), &Default::default()).unwrap();
         assert_eq!(decompress::<I>(run, &code, &Default::default()).unwrap(), input.as_bytes(), "{}", run.display());
-        let bits = 8.0 * (code.len() - 45) as f64;
+        let bits = 8.0 * (code.len() - HEADER) as f64;
         assert!(
             bits < stats.model_bits + 32.0 && bits > stats.model_bits - 32.0,
             "{bits} bits vs {}",
             stats.model_bits
         );
         assert!(
-            code.len() - 45 < input.len() / 3,
-            "{} bytes (with the 45-byte header) for {}",
+            code.len() - HEADER < input.len() / 3,
+            "{} bytes (with the {HEADER}-byte header) for {}",
             code.len(),
             input.len()
         );
@@ -84,7 +85,7 @@ fn compression_round_trips_exactly_near_the_model_bound_and_refuses_other_weight
     // A cut code, or a header counting more tokens than were coded (up to 2^62), is an error
     // once decoding runs past the code's end: no allocation from the count, no endless loop.
     let (code, _) = compress::<I>(&chars, input.as_bytes(), &Default::default()).unwrap();
-    let cut = &code[..45 + (code.len() - 45) / 2];
+    let cut = &code[..HEADER + (code.len() - HEADER) / 2];
     let err = decompress::<I>(&chars, cut, &Default::default()).unwrap_err().to_string();
     assert!(err.contains("truncated or damaged"), "{err}");
     for count in [input.len() as u64 + 50, 1 << 62] {
@@ -93,4 +94,27 @@ fn compression_round_trips_exactly_near_the_model_bound_and_refuses_other_weight
         let err = decompress::<I>(&chars, &more, &Default::default()).unwrap_err().to_string();
         assert!(err.contains(&format!("of the {count} tokens")), "{err}");
     }
+    // A flipped bit inside the code, or one token more than coded, decodes to another text:
+    // the text's hash in the header refuses it.
+    let mut flipped = code.clone();
+    flipped[HEADER + 2] ^= 0x10;
+    let mut one_more = code.clone();
+    one_more[37..45].copy_from_slice(&(u64::from_le_bytes(code[37..45].try_into().unwrap()) + 1).to_le_bytes());
+    for damaged in [flipped, one_more] {
+        match decompress::<I>(&chars, &damaged, &Default::default()) {
+            Ok(text) => panic!("a damaged file decoded to {:?}", String::from_utf8_lossy(&text)),
+            Err(e) => assert!(e.to_string().contains("damaged"), "{e}"),
+        }
+    }
+    // The first format (no hash of the text) is still read.
+    let mut first = [b"ATTZ1".as_slice(), &code[5..45], &code[HEADER..]].concat();
+    assert_eq!(decompress::<I>(&chars, &first, &Default::default()).unwrap(), input.as_bytes());
+    first.truncate(44);
+    assert!(decompress::<I>(&chars, &first, &Default::default())
+        .unwrap_err()
+        .to_string()
+        .contains("no whole ATTZ2 or ATTZ1 header"));
 }
+
+/// `ATTZ2`, the weights' hash, the token count, the text's hash.
+const HEADER: usize = 5 + 32 + 8 + 8;
