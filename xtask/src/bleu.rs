@@ -28,8 +28,9 @@ pub struct BleuArgs {
     /// Lowercase hypotheses and references first (case-insensitive BLEU).
     #[arg(long)]
     lowercase: bool,
-    /// text: sacreBLEU's line (score to 2 decimals, signature); json: one JSON object with
-    /// sacreBLEU's keys (score unrounded) plus counts, totals, bp, sys_len, ref_len.
+    /// text: sacreBLEU's line (score to 2 decimals, signature), and on stderr a line saying
+    /// how to read it; json: one JSON object with sacreBLEU's keys (score unrounded) plus
+    /// counts, totals, bp, sys_len, ref_len.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
 }
