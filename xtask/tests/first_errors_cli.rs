@@ -4,7 +4,14 @@
 use std::process::{Command, Output};
 
 fn xtask(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_xtask")).args(args).stdin(std::process::Stdio::null()).output().unwrap()
+    xtask_with(args, &[])
+}
+
+/// `xtask` with the environment variables `env` set.
+fn xtask_with(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_xtask"));
+    command.args(args).envs(env.iter().copied()).stdin(std::process::Stdio::null());
+    command.output().unwrap()
 }
 
 /// The one line of stderr of a failed command (asserting it failed and said it once).
@@ -88,12 +95,7 @@ fn a_bad_attend_qkv_stops_the_cpu_commands_that_run_a_model() {
         vec!["decompress", "--run", nowhere],
         vec!["attention", "--run", nowhere, "--text", "a", "--out", nowhere],
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
-            .args(&args)
-            .env("ATTEND_QKV", "bogus")
-            .stdin(std::process::Stdio::null())
-            .output()
-            .unwrap();
+        let out = xtask_with(&args, &[("ATTEND_QKV", "bogus")]);
         let line = error_line(&out);
         assert!(line.contains("ATTEND_QKV") && line.contains("bogus"), "{}: {line}", args[0]);
     }

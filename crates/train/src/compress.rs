@@ -195,10 +195,11 @@ pub fn decompress<B: Backend>(run: &Path, data: &[u8], device: &B::Device) -> Re
     let text = decode_exactly(&trained.codec, &ids);
     // What the end-of-code check cannot see (a flipped bit, a cut inside the last byte's
     // slack, a few extra tokens the model is sure of), the text's hash does.
-    if header == HEADER && text_hash(&text)[..] != data[HEADER_1..HEADER] {
+    let hash = text_hash(&text);
+    if header == HEADER && hash[..] != data[HEADER_1..HEADER] {
         return Err(TrainError::Usage(format!(
             "the file is damaged: the decoded text's hash {} is not the {} its header holds",
-            hex(&text_hash(&text)),
+            hex(&hash),
             hex(&data[HEADER_1..HEADER])
         )));
     }

@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use attend_model::{positions::sinusoid_table, DecoderOnly, LanguageModel, Positions};
+use attend_model::{positions::sinusoid_table, DecoderOnly, LanguageModel};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData};
 
@@ -104,7 +104,7 @@ pub fn attention<B: Backend>(
             let src: Vec<u32> = trained.tokenizer.encode(source).into_iter().chain([IDS.eos]).collect();
             let tgt: Vec<u32> = [IDS.bos].into_iter().chain(trained.tokenizer.encode(text)).collect();
             // Learned positions end at the table's last row; sinusoids take any length.
-            let limit = (config.model.positions == Positions::Learned).then_some(config.model.block_size);
+            let limit = trained.model.positions.max_len();
             fits("--source (with its </s>)", src.len(), limit)?;
             fits("--text (with its <s>)", tgt.len(), limit)?;
             let (src_labels, tgt_labels): (Vec<String>, Vec<String>) =
@@ -129,11 +129,10 @@ pub fn attention<B: Backend>(
             if ids.is_empty() {
                 return Err(empty());
             }
-            let limit = (config.model.positions == Positions::Learned).then_some(config.model.block_size);
-            fits("--text", ids.len(), limit)?;
             let model_config = attend_model::ModelConfig { dropout: 0.0, ..config.model.clone() };
             let model: LanguageModel<B> =
                 load_weights(model_config.init_lm(codec.len(), device), &weights_dir(run)?, device)?;
+            fits("--text", ids.len(), model.positions.max_len())?;
             let labels: Vec<String> = ids.iter().map(|&i| token_label(&codec.decode(&[i]))).collect();
             let weights = model.forward_bidirectional(ids_tensor(&ids, device)).1;
             files = layers(out, "layer", "bidirectional self-attention", weights, &labels, &labels)?;

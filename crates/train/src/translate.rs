@@ -40,18 +40,19 @@ impl TranslateOptions {
         let bad = |what: &str, value: String, expected: &str| {
             Err(TrainError::Usage(format!("{what} = {value}: expected {expected}")))
         };
-        if !(1..=1024).contains(&self.beam) {
-            return bad("--beam (decode.beam)", self.beam.to_string(), "1 to 1024");
+        use crate::config::{MAX_BEAM, MAX_DECODE_FACTOR, MAX_LEN_B};
+        if !(1..=MAX_BEAM).contains(&self.beam) {
+            return bad("--beam (decode.beam)", self.beam.to_string(), &format!("1 to {MAX_BEAM}"));
         }
         for (what, value) in
             [("--lenpen (decode.lenpen)", self.lenpen), ("--max-len-a (decode.max_len_a)", self.max_len_a)]
         {
-            if !(value.is_finite() && (0.0..=1024.0).contains(&value)) {
-                return bad(what, value.to_string(), "a number from 0 to 1024");
+            if !(value.is_finite() && (0.0..=MAX_DECODE_FACTOR as f64).contains(&value)) {
+                return bad(what, value.to_string(), &format!("a number from 0 to {MAX_DECODE_FACTOR}"));
             }
         }
-        if self.max_len_b > 65536 {
-            return bad("--max-len-b (decode.max_len_b)", self.max_len_b.to_string(), "at most 65536");
+        if self.max_len_b > MAX_LEN_B {
+            return bad("--max-len-b (decode.max_len_b)", self.max_len_b.to_string(), &format!("at most {MAX_LEN_B}"));
         }
         Ok(())
     }

@@ -5,6 +5,13 @@
 
 use super::{ConfigError, RunConfig};
 
+/// `decode.beam`'s bound (`TranslateOptions::check` holds the command line's flags to the same).
+pub(crate) const MAX_BEAM: usize = 1 << 10;
+/// `decode.max_len_b`'s bound.
+pub(crate) const MAX_LEN_B: usize = 1 << 16;
+/// `decode.max_len_a`'s and `decode.lenpen`'s bound.
+pub(crate) const MAX_DECODE_FACTOR: usize = 1 << 10;
+
 /// The largest model a config may describe (parameters, before the vocabulary's embedding):
 /// 4·10⁹ f32 parameters are 16 GB before the optimizer's moments.
 pub const MAX_PARAMS: u128 = 4_000_000_000;
@@ -47,12 +54,12 @@ impl RunConfig {
             ("train.patience", t.patience as u128, M),
             ("eval.batch_size", e.batch_size as u128, 64 * K),
             ("eval.dynamic_segment", e.dynamic_segment as u128, M),
-            ("decode.beam", c.beam as u128, K),
-            ("decode.max_len_b", c.max_len_b as u128, 64 * K),
+            ("decode.beam", c.beam as u128, MAX_BEAM as u128),
+            ("decode.max_len_b", c.max_len_b as u128, MAX_LEN_B as u128),
             ("decode.top_k", c.top_k as u128, M),
             ("decode.max_tokens", c.max_tokens as u128, M),
-            ("decode.max_len_a", c.max_len_a.ceil().max(0.0) as u128, K),
-            ("decode.lenpen", c.lenpen.ceil().max(0.0) as u128, K),
+            ("decode.max_len_a", c.max_len_a.ceil().max(0.0) as u128, MAX_DECODE_FACTOR as u128),
+            ("decode.lenpen", c.lenpen.ceil().max(0.0) as u128, MAX_DECODE_FACTOR as u128),
             ("train.lr", t.lr.ceil().max(0.0) as u128, K),
             ("eval.dynamic_lr", e.dynamic_lr.ceil().max(0.0) as u128, K),
             ("decode.temperature", c.temperature.ceil().max(0.0) as u128, K),

@@ -7,6 +7,7 @@
 //! model.d_model = 100`).
 
 mod bounds;
+pub(crate) use bounds::{MAX_BEAM, MAX_DECODE_FACTOR, MAX_LEN_B};
 mod resume;
 mod sections;
 
