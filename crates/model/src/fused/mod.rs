@@ -152,7 +152,7 @@ pub fn layer_norm<B: Backend, const D: usize>(
         let y = norm(x, prim(gamma), beta.map(prim), epsilon);
         same::<Tensor<F, D>, Tensor<B, D>>(Tensor::from_primitive(TensorPrimitive::Float(y)))
     }
-    on_kernels!(B, K => on::<B, K, D>(x, gamma, beta, epsilon, false), _ => {
+    on_kernels!(norm B, K => on::<B, K, D>(x, gamma, beta, epsilon, false), _ => {
         on_kernels!(tracked B, K => on::<B, K, D>(x, gamma, beta, epsilon, true), _ => {
             let beta = beta.map(|b| b.into_primitive().tensor());
             let y = B::layer_norm(x.into_primitive().tensor(), gamma.into_primitive().tensor(), beta, epsilon);

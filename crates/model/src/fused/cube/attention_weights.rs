@@ -29,10 +29,10 @@ use burn::tensor::TensorMetadata;
 use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::CubeRuntime;
-use cubecl::ir::VectorSize;
 use cubecl::prelude::*;
 
 use super::kernels::{cube_max, cube_sum, mask_row};
+use super::warp_rows::{row_vectors, this_row, warp_rows, ROWS, UNITS};
 use super::{as_rows, empty};
 use crate::mask::MASKED_SCORE;
 
@@ -43,20 +43,6 @@ fn mix(x: u32) -> u32 {
     let x = (x ^ (x >> 16u32)) * 0x7feb_352du32;
     let x = (x ^ (x >> 15u32)) * 0x846c_a68bu32;
     x ^ (x >> 16u32)
-}
-
-/// This unit's row of the `rows`, and the keys it walks: `d`, or none past the last row (whose
-/// units still meet the others at every synchronization).
-#[cube]
-fn this_row(rows: usize, d: usize) -> (usize, usize) {
-    let row = CUBE_POS * CUBE_DIM_Y as usize + UNIT_POS_Y as usize;
-    let mut keys = d;
-    let mut at = row;
-    if row >= rows {
-        keys = 0;
-        at = 0;
-    }
-    (at, keys)
 }
 
 /// Whether key `c` of the row at `mask_base` is masked.
@@ -215,51 +201,10 @@ pub fn attention_weights_backward<F: Float, M: Numeric, N: Size>(
     }
 }
 
-/// Units per row: one warp on NVIDIA, each unit every 32nd vector of keys (a warp's reads and
-/// writes contiguous), the sums in five halvings. On lavapipe, with rows of 256 keys, training ran at
-/// 1.19x the tokens/s this way than with a cube of 256 units and eight halvings (the other row
-/// kernels' `row_launch`), which had put the kernels 12% behind burn-fusion's composed form.
-const UNITS: usize = 32;
-
-/// Rows per cube, a warp each. On an H200 the kernels with one row a cube took 0.24 ms
-/// (forward) and 0.35 ms (backward) a layer of nanoGPT's `[64, 6, 256, 256]` scores, about a
-/// third of the rate of memory: cubes of one warp fill at most half an SM's units (32 cubes
-/// of 32), and each is scheduled on its own.
-const ROWS: usize = 8;
-
-/// Cubes of [`ROWS`] rows of [`UNITS`] for the `[rows, keys]` matrix `x`: one per [`ROWS`]
-/// rows, the count spread over two axes where it passes one's limit.
-fn warp_rows<R: CubeRuntime>(x: &CubeTensor<R>) -> (CubeCount, CubeDim) {
-    let dim = CubeDim::new_2d(UNITS as u32, ROWS as u32);
-    let cubes = x.shape()[0].div_ceil(ROWS);
-    (cubecl::calculate_cube_count_elemwise(&x.client, cubes * dim.num_elems() as usize, dim), dim)
-}
-
-/// The longest rows the kernels take: a unit holds at most 64 keys of a row in registers (16
-/// vectors of four, or 64 single keys). Longer rows run the composed form
+/// The longest rows the kernels take ([`super::warp_rows::MAX_ROW`]: 64 keys a unit in
+/// registers). Longer rows run the composed form
 /// ([`crate::fused::FusedOps::fused_attention_weights`]' default, Burn's draw for the mask).
-pub(super) const MAX_KEYS: usize = 64 * UNITS;
-
-/// How the kernels read a row of the `[rows, keys]` matrix `x`: keys a vector at a time (4 where
-/// the keys are a multiple of 4 and the device reads four of `x`'s elements at once, else 1),
-/// and the vectors each unit holds (at least one). Held in registers, a row is read once and
-/// its reads all start before the first is used: on an H200 the form that read each key three
-/// times, one at a time, ran at about a third of the rate of memory (docs/benchmarks.md).
-pub(super) fn row_vectors<R: CubeRuntime>(x: &CubeTensor<R>) -> (VectorSize, usize) {
-    let keys = x.shape()[1];
-    let four = super::reads_four(x);
-    let width = if four && keys.is_multiple_of(4) { 4 } else { 1 };
-    let chunks = keys.div_ceil(UNITS * width).max(1);
-    #[cfg(test)]
-    {
-        *LAST_ROWS.lock().unwrap() = Some((width, chunks));
-    }
-    (width, chunks)
-}
-
-/// `row_vectors`' last answer, which the kernels launched with (tests only).
-#[cfg(test)]
-pub(super) static LAST_ROWS: std::sync::Mutex<Option<(VectorSize, usize)>> = std::sync::Mutex::new(None);
+pub(super) const MAX_KEYS: usize = super::warp_rows::MAX_ROW;
 
 /// `keep·2³²` as the draws' threshold (`keep` in `(0, 1)`).
 pub(super) fn threshold(keep: f64) -> u32 {

@@ -7,8 +7,9 @@ use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Bool, Tensor, TensorData};
 use std::sync::atomic::Ordering;
 
-use super::attention_weights::{row_vectors, threshold, LAST_ROWS, MAX_KEYS};
+use super::attention_weights::{threshold, MAX_KEYS};
 use super::tests::serial;
+use super::warp_rows::{row_vectors, LAST_ROWS};
 use super::CALLS;
 use crate::fused::dispatch::{WgpuUnfused, TEST_GPU_KERNELS};
 use crate::fused::tests::{close, close_to_scale, data, values};

@@ -118,6 +118,22 @@ impl<B: FusionBackend + FusedOps> FusedOps for Fusion<B> {
         })
     }
 
+    fn fused_layer_norm_backward_adding(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        epsilon: f64,
+        pending: FloatTensor<Self>,
+    ) -> [FloatTensor<Self>; 3] {
+        let outputs = [like(&x), like(&gamma), like(&gamma)];
+        let inputs = vec![(x, Kind::Float), (gamma, Kind::Float), (grad, Kind::Float), (pending, Kind::Float)];
+        register::<B, 3>("attend::layer_norm_backward_adding", inputs, outputs, move |args| {
+            let mut args = args.into_iter();
+            let (x, gamma, grad) = (next(&mut args).float(), next(&mut args).float(), next(&mut args).float());
+            B::fused_layer_norm_backward_adding(x, gamma, grad, epsilon, next(&mut args).float())
+        })
+    }
+
     fn fused_attention(
         q: FloatTensor<Self>,
         k: FloatTensor<Self>,

@@ -1,9 +1,10 @@
 //! The CubeCL kernels of the fused operations (compiled for the GPU at first use).
 //!
-//! Row kernels ([`layer_norm_forward`], [`softmax_forward`], [`cross_entropy_forward`] and
-//! their backwards) give each row of a `[rows, d]` matrix to one cube: its units stride over
-//! the row's columns, and their partial sums meet in shared memory ([`cube_sum`],
-//! [`cube_max`], which also serve cubes of several rows). Every sum is kept in `f32`,
+//! Row kernels ([`softmax_forward`], [`cross_entropy_forward`] and their backwards, and
+//! LayerNorm's for rows too long for a warp, [`super::layer_norm`]) give each row of a
+//! `[rows, d]` matrix to one cube: its units stride over the row's columns, and their partial
+//! sums meet in shared memory ([`cube_sum`], [`cube_max`], [`cube_sum_two`], which also serve
+//! cubes of several rows, a warp each). Every sum is kept in `f32`,
 //! whatever the tensors' float type (`f16` runs read and write half precision but reduce in
 //! single). Element-wise kernels ([`gelu_forward`],
 //! [`gelu_backward`]) give each element to one unit. The formulas are those of the CPU
@@ -25,6 +26,30 @@ pub(super) fn cube_sum(value: f32, shared: &mut SharedMemory<f32>) -> f32 {
 #[cube]
 pub(super) fn cube_max(value: f32, shared: &mut SharedMemory<f32>) -> f32 {
     row_reduce(value, shared, true)
+}
+
+/// The sums over this unit's row of the cube of `a` and of `b`, each as [`cube_sum`] adds
+/// it, in one set of halvings: `shared` holds two `f32` per unit of the cube.
+#[cube]
+pub(super) fn cube_sum_two(a: f32, b: f32, shared: &mut SharedMemory<f32>) -> (f32, f32) {
+    let lane = UNIT_POS_X as usize;
+    let at = UNIT_POS_Y as usize * CUBE_DIM_X as usize;
+    let other = CUBE_DIM_X as usize * CUBE_DIM_Y as usize;
+    shared[at + lane] = a;
+    shared[other + at + lane] = b;
+    sync_cube();
+    let mut half = CUBE_DIM_X as usize / 2;
+    while half > 0 {
+        if lane < half {
+            shared[at + lane] = shared[at + lane] + shared[at + lane + half];
+            shared[other + at + lane] = shared[other + at + lane] + shared[other + at + lane + half];
+        }
+        sync_cube();
+        half /= 2;
+    }
+    let sums = (shared[at], shared[other + at]);
+    sync_cube();
+    sums
 }
 
 /// [`cube_sum`] (or, `max`, [`cube_max`]): halvings in the row's own `CUBE_DIM_X` words of
@@ -51,111 +76,6 @@ fn row_reduce(value: f32, shared: &mut SharedMemory<f32>, #[comptime] max: bool)
     let total = shared[at];
     sync_cube();
     total
-}
-
-/// The mean and `1/√(σ² + ε)` of row `base..base + d` of `x` (two passes: the mean, then the
-/// centred squares).
-#[cube]
-fn row_moments<F: Float>(
-    x: &Tensor<F>,
-    base: usize,
-    d: usize,
-    epsilon: f32,
-    shared: &mut SharedMemory<f32>,
-    #[comptime] units: usize,
-) -> (f32, f32) {
-    let mut sum = 0.0f32;
-    let mut c = UNIT_POS_X as usize;
-    while c < d {
-        sum += f32::cast_from(x[base + c]);
-        c += units;
-    }
-    let mean = cube_sum(sum, shared) / f32::cast_from(d as u32);
-    let mut squares = 0.0f32;
-    c = UNIT_POS_X as usize;
-    while c < d {
-        let centred = f32::cast_from(x[base + c]) - mean;
-        squares += centred * centred;
-        c += units;
-    }
-    let variance = cube_sum(squares, shared) / f32::cast_from(d as u32);
-    (mean, 1.0f32 / f32::sqrt(variance + epsilon))
-}
-
-/// LayerNorm over each row: `out = (x − μ)·r·γ + β` with `r = 1/√(σ² + ε)`.
-#[cube(launch)]
-pub fn layer_norm_forward<F: Float>(
-    x: &Tensor<F>,
-    gamma: &Tensor<F>,
-    beta: &Tensor<F>,
-    out: &mut Tensor<F>,
-    epsilon: f32,
-    #[comptime] has_beta: bool,
-    #[comptime] units: usize,
-    #[define(F)] _dtype: StorageType,
-) {
-    let row = CUBE_POS;
-    if row >= x.shape(0) {
-        terminate!();
-    }
-    let d = x.shape(1);
-    let base = row * x.stride(0);
-    let mut shared = SharedMemory::<f32>::new(units);
-    let (mean, rstd) = row_moments::<F>(x, base, d, epsilon, &mut shared, units);
-    let mut c = UNIT_POS_X as usize;
-    while c < d {
-        let mut y = (f32::cast_from(x[base + c]) - mean) * rstd * f32::cast_from(gamma[c]);
-        if comptime![has_beta] {
-            y += f32::cast_from(beta[c]);
-        }
-        out[row * out.stride(0) + c] = F::cast_from(y);
-        c += units;
-    }
-}
-
-/// LayerNorm's backward over each row, from the input (moments recomputed): with
-/// `x̂ = (x − μ)·r` and `g = grad ⊙ γ`, `dx = r·(g − mean(g) − x̂·mean(g ⊙ x̂))`; also writes
-/// `grad ⊙ x̂`, whose column sums are `dγ`.
-#[cube(launch)]
-pub fn layer_norm_backward<F: Float>(
-    x: &Tensor<F>,
-    gamma: &Tensor<F>,
-    grad: &Tensor<F>,
-    dx: &mut Tensor<F>,
-    grad_normalized: &mut Tensor<F>,
-    epsilon: f32,
-    #[comptime] units: usize,
-    #[define(F)] _dtype: StorageType,
-) {
-    let row = CUBE_POS;
-    if row >= x.shape(0) {
-        terminate!();
-    }
-    let d = x.shape(1);
-    let (base, gbase, obase) = (row * x.stride(0), row * grad.stride(0), row * dx.stride(0));
-    let mut shared = SharedMemory::<f32>::new(units);
-    let (mean, rstd) = row_moments::<F>(x, base, d, epsilon, &mut shared, units);
-    let mut sum_g = 0.0f32;
-    let mut sum_gx = 0.0f32;
-    let mut c = UNIT_POS_X as usize;
-    while c < d {
-        let normalized = (f32::cast_from(x[base + c]) - mean) * rstd;
-        let g = f32::cast_from(grad[gbase + c]) * f32::cast_from(gamma[c]);
-        sum_g += g;
-        sum_gx += g * normalized;
-        c += units;
-    }
-    let mean_g = cube_sum(sum_g, &mut shared) / f32::cast_from(d as u32);
-    let mean_gx = cube_sum(sum_gx, &mut shared) / f32::cast_from(d as u32);
-    c = UNIT_POS_X as usize;
-    while c < d {
-        let normalized = (f32::cast_from(x[base + c]) - mean) * rstd;
-        let upstream = f32::cast_from(grad[gbase + c]);
-        let g = upstream * f32::cast_from(gamma[c]);
-        dx[obase + c] = F::cast_from(rstd * (g - mean_g - normalized * mean_gx));
-        grad_normalized[obase + c] = F::cast_from(upstream * normalized);
-        c += units;
-    }
 }
 
 /// The offset of row `row`'s entries in a mask viewed as `[batch, heads, queries, keys]`

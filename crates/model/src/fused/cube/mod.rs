@@ -7,7 +7,7 @@
 //! | --- | --- |
 //! | GELU | one element-wise pass; one |
 //! | softmax over the last axis | one row pass; one |
-//! | LayerNorm | one row pass; one row pass, then the column sums of `dγ`, `dβ` (Burn's reduction) |
+//! | LayerNorm | one row pass, a warp a row ([`layer_norm`]); one row pass (adding the residual stream's gradient), then the column sums of `dγ`, `dβ` |
 //! | attention's weights with dropout | one row pass (softmax, the draw, both weights); one ([`attention_weights`]) |
 //! | attention | `sQ·Kᵀ` and `P·V` in Burn's matrix product, the mask and softmax in one row pass; the softmax's backward in one row pass between the products |
 //! | softmax + cross-entropy | one row pass over the logits; one (no `[rows, V]` log-probabilities kept) |
@@ -26,6 +26,9 @@ mod custom_op;
 pub mod fusion;
 mod kernels;
 mod launch;
+mod layer_norm;
+#[cfg(all(test, feature = "wgpu"))]
+mod layer_norm_tests;
 mod norm;
 mod product;
 mod product_launch;
@@ -38,10 +41,12 @@ mod softmax;
 mod tests;
 #[cfg(all(test, feature = "wgpu"))]
 mod update_tests;
+mod warp_rows;
 
 use burn::tensor::ops::{BoolTensor, FloatTensor, IntTensor};
 use burn::tensor::{Shape, TensorMetadata};
 use burn_cubecl::kernel::into_contiguous;
+use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
 
 use super::{FusedOps, FusedProducts};
@@ -131,26 +136,8 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> FusedOps f
         counted();
         let (x, shape) = as_rows(x);
         let gamma = into_contiguous(alike::<R, F, I, BT>(gamma, &x));
-        let out = empty(&x, x.shape());
-        let (count, dim, units) = row_launch(&x);
-        let has_beta = beta.is_some();
-        // Without β the kernel still takes a tensor there (never read): γ.
-        let beta = beta.map(|b| into_contiguous(alike::<R, F, I, BT>(b, &x))).unwrap_or_else(|| gamma.clone());
-        let dtype = x.dtype.into();
-        kernels::layer_norm_forward::launch::<R>(
-            &x.client.clone(),
-            count,
-            dim,
-            x.into_tensor_arg(),
-            gamma.into_tensor_arg(),
-            beta.into_tensor_arg(),
-            out.clone().into_tensor_arg(),
-            epsilon as f32,
-            has_beta,
-            units,
-            dtype,
-        );
-        burn_cubecl::ops::reshape(out, shape)
+        let beta = beta.map(|b| into_contiguous(alike::<R, F, I, BT>(b, &x)));
+        burn_cubecl::ops::reshape(layer_norm::forward(x, gamma, beta, epsilon), shape)
     }
 
     fn fused_layer_norm_backward(
@@ -159,40 +146,17 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> FusedOps f
         grad: FloatTensor<Self>,
         epsilon: f64,
     ) -> [FloatTensor<Self>; 3] {
-        counted();
-        use burn::tensor::ops::FloatTensorOps;
-        let (x, shape) = as_rows(x);
-        let (grad, _) = as_rows(alike::<R, F, I, BT>(grad, &x));
-        let gamma_dtype = gamma.dtype;
-        let gamma = into_contiguous(alike::<R, F, I, BT>(gamma, &x));
-        let dx = empty(&x, x.shape());
-        let grad_normalized = empty(&x, x.shape());
-        let (count, dim, units) = row_launch(&x);
-        let x_dtype = x.dtype;
-        let dtype = x.dtype.into();
-        kernels::layer_norm_backward::launch::<R>(
-            &x.client.clone(),
-            count,
-            dim,
-            x.into_tensor_arg(),
-            gamma.into_tensor_arg(),
-            grad.clone().into_tensor_arg(),
-            dx.clone().into_tensor_arg(),
-            grad_normalized.clone().into_tensor_arg(),
-            epsilon as f32,
-            units,
-            dtype,
-        );
-        // The parameters' gradients in the parameters' own float type.
-        let column_sum = |t| {
-            let sum = crate::fused::column_sums::column_sums::<Self>(t);
-            if gamma_dtype == x_dtype {
-                sum
-            } else {
-                Self::float_cast(sum, gamma_dtype.into())
-            }
-        };
-        [burn_cubecl::ops::reshape(dx, shape), column_sum(grad_normalized), column_sum(grad)]
+        layer_norm_backward::<R, F, I, BT>(x, gamma, grad, None, epsilon)
+    }
+
+    fn fused_layer_norm_backward_adding(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        epsilon: f64,
+        pending: FloatTensor<Self>,
+    ) -> [FloatTensor<Self>; 3] {
+        layer_norm_backward::<R, F, I, BT>(x, gamma, grad, Some(pending), epsilon)
     }
 
     fn fused_attention(
@@ -336,4 +300,33 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> FusedOps f
         let (grad, moments, scale) = (alike(grad), moments.map(|[m, v]| [alike(m), alike(v)]), scale.map(alike));
         adamw::launch(param, grad, moments, scale, step)
     }
+}
+
+/// LayerNorm's `[dx (+ pending), dγ, dβ]`: the row kernel, then the column sums of `grad ⊙ x̂`
+/// and of `grad` in the parameters' own float type.
+fn layer_norm_backward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
+    x: CubeTensor<R>,
+    gamma: CubeTensor<R>,
+    grad: CubeTensor<R>,
+    pending: Option<CubeTensor<R>>,
+    epsilon: f64,
+) -> [CubeTensor<R>; 3] {
+    use burn::tensor::ops::FloatTensorOps;
+    counted();
+    let (x, shape) = as_rows(x);
+    let (grad, _) = as_rows(alike::<R, F, I, BT>(grad, &x));
+    let pending = pending.map(|p| as_rows(alike::<R, F, I, BT>(p, &x)).0);
+    let gamma_dtype = gamma.dtype;
+    let gamma = into_contiguous(alike::<R, F, I, BT>(gamma, &x));
+    let x_dtype = x.dtype;
+    let [dx, grad_normalized] = layer_norm::backward(x, gamma, grad.clone(), pending, epsilon);
+    let column_sum = |t| {
+        let sum = crate::fused::column_sums::column_sums::<CubeBackend<R, F, I, BT>>(t);
+        if gamma_dtype == x_dtype {
+            sum
+        } else {
+            CubeBackend::<R, F, I, BT>::float_cast(sum, gamma_dtype.into())
+        }
+    };
+    [burn_cubecl::ops::reshape(dx, shape), column_sum(grad_normalized), column_sum(grad)]
 }

@@ -13,8 +13,8 @@ use crate::fused::tests::{
 };
 use crate::fused::{attention, cross_entropy, gelu, layer_norm, softmax_last, Gelu, GpuKernels, SoftmaxLast, Unary};
 
-type Fused = Autodiff<burn_wgpu::Wgpu>;
-type Unfused = Autodiff<WgpuUnfused>;
+pub(super) type Fused = Autodiff<burn_wgpu::Wgpu>;
+pub(super) type Unfused = Autodiff<WgpuUnfused>;
 
 /// One test at a time: [`CALLS`] counts every thread's kernels (under fusion they run on the
 /// stream's thread), so a test that checks a backend ran none must run alone.
@@ -73,7 +73,7 @@ fn cubecl_gelu_matches_the_composed_form_in_value_and_gradient() {
     assert_eq!(CALLS.load(Ordering::Relaxed), before, "wgpu (fusion): GELU ran a CubeCL kernel");
 }
 
-fn softmax_case<B: AutodiffBackend>() {
+pub(super) fn softmax_case<B: AutodiffBackend>() {
     let shape = [3, 2, 33, 300]; // rows longer than the largest cube (256 units)
     let n = shape.iter().product();
     let x: Vec<f32> =
@@ -91,9 +91,11 @@ fn cubecl_softmax_matches_the_composed_form_in_value_and_gradient() {
     on_both("softmax", 2, softmax_case::<Fused>, softmax_case::<Unfused>);
 }
 
-fn layer_norm_case<B: AutodiffBackend>() {
+/// Rows a warp each, four elements a read (384, three vectors a unit; 1,000, the eighth vector
+/// partly past the row) and one (5), and rows longer than a warp takes (a cube each).
+pub(super) fn layer_norm_case<B: AutodiffBackend>() {
     for bias in [true, false] {
-        for shape in [[2, 7, 384], [1, 3, 5]] {
+        for shape in [[2, 7, 384], [1, 3, 5], [2, 3, 1000], [1, 3, super::warp_rows::MAX_ROW + 2]] {
             let fused = layer_norm_grads::<B>(shape, bias, |x, g, b| layer_norm(x, g, b, 1e-5));
             let burns = layer_norm_grads::<B>(shape, bias, burns_layer_norm);
             for (what, (a, b)) in ["value", "dx", "dgamma", "dbeta"].iter().zip(fused.iter().zip(&burns)) {
@@ -106,7 +108,7 @@ fn layer_norm_case<B: AutodiffBackend>() {
 #[test]
 fn cubecl_layer_norm_matches_burns_in_value_and_gradients_of_x_gamma_and_beta() {
     let _turn = serial();
-    on_both("LayerNorm", 8, layer_norm_case::<Fused>, layer_norm_case::<Unfused>);
+    on_both("LayerNorm", 16, layer_norm_case::<Fused>, layer_norm_case::<Unfused>);
 }
 
 fn cross_entropy_case<B: AutodiffBackend>() {

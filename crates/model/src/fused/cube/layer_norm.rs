@@ -1,0 +1,401 @@
+//! LayerNorm as CubeCL kernels: forward `y = (x − μ)·r·γ + β` with `r = 1/√(σ² + ε)` over
+//! each row of a `[rows, d]` matrix, and backward, from the input (the moments recomputed),
+//! `dx = r·(g − mean(g) − x̂·mean(g ⊙ x̂))` with `x̂ = (x − μ)·r`, `g = grad ⊙ γ`, plus the
+//! gradient the input already has from its other uses (`pending`: the residual stream's, in a
+//! pre-norm layer) where given, and `grad ⊙ x̂`, whose column sums are `dγ`.
+//!
+//! Rows of up to [`MAX_ROW`] elements take a warp each, eight rows a cube
+//! ([`super::warp_rows`]): each unit reads its share of the row (every 32nd vector of four, or
+//! of one where `d` is not a multiple of four) once, all its reads under way before the first
+//! is used, and keeps it in registers until it writes; the forward's two sums (`Σx`, then
+//! `Σ(x − μ)²`) take one set of halvings each, the backward's four two ([`cube_sum_two`]:
+//! `Σx` with `Σg`, then `Σ(x − μ)²` with `Σ g·(x − μ)`, since `Σ g ⊙ x̂ = r·Σ g·(x − μ)`).
+//! The older form, kept for longer rows, gives each row a cube of up to 256 units that reads
+//! the row one element at a time, twice forward and three times backward, with eight
+//! halvings for each of its four sums: the form attention's weights had when an H200 ran them
+//! at about a third of its rate of memory (docs/benchmarks.md). On that H200 each of
+//! nanoGPT's 13 LayerNorms took about 85 µs forward and 128 µs backward besides `dγ` in the
+//! composed form under burn-fusion, for about 50 MB (forward) and 100 MB (backward) of reads
+//! and writes, 10 and 21 µs at its rate of memory.
+//!
+//! Every sum is kept in `f32`, whatever the tensors' float type.
+
+use burn::tensor::TensorMetadata;
+use burn_cubecl::tensor::CubeTensor;
+use burn_cubecl::CubeRuntime;
+use cubecl::prelude::*;
+
+use super::empty;
+use super::kernels::{cube_sum, cube_sum_two};
+use super::launch::row_launch;
+use super::warp_rows::{row_vectors, this_row, warp_rows, MAX_ROW, ROWS, UNITS};
+
+/// LayerNorm over each row of `x` (`[rows, d]`, contiguous, read `N` elements at a time), a
+/// warp a row: a unit holds its `chunks` vectors of the row (every [`UNITS`]th), centred
+/// after the first sum, from one read to the writes.
+#[cube(launch)]
+#[allow(clippy::too_many_arguments)]
+pub fn layer_norm_forward<F: Float, N: Size>(
+    x: &Tensor<Vector<F, N>>,
+    gamma: &Tensor<Vector<F, N>>,
+    beta: &Tensor<Vector<F, N>>,
+    out: &mut Tensor<Vector<F, N>>,
+    epsilon: f32,
+    #[comptime] has_beta: bool,
+    #[comptime] chunks: usize,
+    #[define(F)] _dtype: StorageType,
+) {
+    let width = comptime![x.vector_size()];
+    let (row, d) = this_row(x.shape(0), x.shape(1));
+    let (vectors, base) = (d / width, row * x.shape(1) / width);
+    let count = f32::cast_from(x.shape(1) as u32);
+    let mut shared = SharedMemory::<f32>::new(comptime![UNITS * ROWS]);
+    let mut v = Array::<Vector<f32, N>>::new(chunks);
+    let mut sum = 0.0f32;
+    #[unroll]
+    for j in 0..chunks {
+        let at = j * UNITS + UNIT_POS_X as usize;
+        let mut xs = Vector::<f32, N>::new(0.0);
+        if at < vectors {
+            xs = Vector::<f32, N>::cast_from(x[base + at]);
+            #[unroll]
+            for i in 0..width {
+                sum += xs[i];
+            }
+        }
+        v[j] = xs;
+    }
+    let mean = cube_sum(sum, &mut shared) / count;
+    let mut squares = 0.0f32;
+    #[unroll]
+    for j in 0..chunks {
+        let at = j * UNITS + UNIT_POS_X as usize;
+        if at < vectors {
+            let centred = v[j] - Vector::new(mean);
+            #[unroll]
+            for i in 0..width {
+                squares += centred[i] * centred[i];
+            }
+            v[j] = centred;
+        }
+    }
+    let rstd = 1.0f32 / f32::sqrt(cube_sum(squares, &mut shared) / count + epsilon);
+    #[unroll]
+    for j in 0..chunks {
+        let at = j * UNITS + UNIT_POS_X as usize;
+        if at < vectors {
+            let mut y = v[j] * Vector::new(rstd) * Vector::<f32, N>::cast_from(gamma[at]);
+            if comptime![has_beta] {
+                y += Vector::<f32, N>::cast_from(beta[at]);
+            }
+            out[base + at] = Vector::cast_from(y);
+        }
+    }
+}
+
+/// LayerNorm's backward over each row of `x` (`[rows, d]`; `grad`, `pending`, `dx` and
+/// `grad_normalized` laid out alike, contiguous, read `N` elements at a time), a warp a row:
+/// a unit holds its `chunks` vectors of `x` and of `grad` in registers.
+#[cube(launch)]
+#[allow(clippy::too_many_arguments)]
+pub fn layer_norm_backward<F: Float, N: Size>(
+    x: &Tensor<Vector<F, N>>,
+    gamma: &Tensor<Vector<F, N>>,
+    grad: &Tensor<Vector<F, N>>,
+    pending: &Tensor<Vector<F, N>>,
+    dx: &mut Tensor<Vector<F, N>>,
+    grad_normalized: &mut Tensor<Vector<F, N>>,
+    epsilon: f32,
+    #[comptime] has_pending: bool,
+    #[comptime] chunks: usize,
+    #[define(F)] _dtype: StorageType,
+) {
+    let width = comptime![x.vector_size()];
+    let (row, d) = this_row(x.shape(0), x.shape(1));
+    let (vectors, base) = (d / width, row * x.shape(1) / width);
+    let count = f32::cast_from(x.shape(1) as u32);
+    let mut shared = SharedMemory::<f32>::new(comptime![2 * UNITS * ROWS]);
+    let mut v = Array::<Vector<f32, N>>::new(chunks);
+    let mut upstream = Array::<Vector<f32, N>>::new(chunks);
+    let mut g = Array::<Vector<f32, N>>::new(chunks);
+    let mut sum_x = 0.0f32;
+    let mut sum_g = 0.0f32;
+    #[unroll]
+    for j in 0..chunks {
+        let at = j * UNITS + UNIT_POS_X as usize;
+        let mut xs = Vector::<f32, N>::new(0.0);
+        let mut up = Vector::<f32, N>::new(0.0);
+        let mut gs = Vector::<f32, N>::new(0.0);
+        if at < vectors {
+            xs = Vector::<f32, N>::cast_from(x[base + at]);
+            up = Vector::<f32, N>::cast_from(grad[base + at]);
+            gs = up * Vector::<f32, N>::cast_from(gamma[at]);
+            #[unroll]
+            for i in 0..width {
+                sum_x += xs[i];
+                sum_g += gs[i];
+            }
+        }
+        v[j] = xs;
+        upstream[j] = up;
+        g[j] = gs;
+    }
+    let (sum_x, sum_g) = cube_sum_two(sum_x, sum_g, &mut shared);
+    let (mean, mean_g) = (sum_x / count, sum_g / count);
+    let mut squares = 0.0f32;
+    let mut dot = 0.0f32;
+    #[unroll]
+    for j in 0..chunks {
+        let at = j * UNITS + UNIT_POS_X as usize;
+        if at < vectors {
+            let centred = v[j] - Vector::new(mean);
+            let gs = g[j];
+            #[unroll]
+            for i in 0..width {
+                squares += centred[i] * centred[i];
+                dot += gs[i] * centred[i];
+            }
+            v[j] = centred;
+        }
+    }
+    let (squares, dot) = cube_sum_two(squares, dot, &mut shared);
+    let rstd = 1.0f32 / f32::sqrt(squares / count + epsilon);
+    let mean_gx = dot * rstd / count;
+    #[unroll]
+    for j in 0..chunks {
+        let at = j * UNITS + UNIT_POS_X as usize;
+        if at < vectors {
+            let normalized = v[j] * Vector::new(rstd);
+            let mut out = Vector::new(rstd) * (g[j] - Vector::new(mean_g) - normalized * Vector::new(mean_gx));
+            if comptime![has_pending] {
+                out += Vector::<f32, N>::cast_from(pending[base + at]);
+            }
+            dx[base + at] = Vector::cast_from(out);
+            grad_normalized[base + at] = Vector::cast_from(upstream[j] * normalized);
+        }
+    }
+}
+
+/// The mean and `1/√(σ² + ε)` of row `base..base + d` of `x` (two passes: the mean, then the
+/// centred squares).
+#[cube]
+fn row_moments<F: Float>(
+    x: &Tensor<F>,
+    base: usize,
+    d: usize,
+    epsilon: f32,
+    shared: &mut SharedMemory<f32>,
+    #[comptime] units: usize,
+) -> (f32, f32) {
+    let mut sum = 0.0f32;
+    let mut c = UNIT_POS_X as usize;
+    while c < d {
+        sum += f32::cast_from(x[base + c]);
+        c += units;
+    }
+    let mean = cube_sum(sum, shared) / f32::cast_from(d as u32);
+    let mut squares = 0.0f32;
+    c = UNIT_POS_X as usize;
+    while c < d {
+        let centred = f32::cast_from(x[base + c]) - mean;
+        squares += centred * centred;
+        c += units;
+    }
+    let variance = cube_sum(squares, shared) / f32::cast_from(d as u32);
+    (mean, 1.0f32 / f32::sqrt(variance + epsilon))
+}
+
+/// LayerNorm over each row, a cube a row (rows longer than [`MAX_ROW`]): `out = (x − μ)·r·γ + β` with `r = 1/√(σ² + ε)`.
+#[cube(launch)]
+pub fn layer_norm_cube_forward<F: Float>(
+    x: &Tensor<F>,
+    gamma: &Tensor<F>,
+    beta: &Tensor<F>,
+    out: &mut Tensor<F>,
+    epsilon: f32,
+    #[comptime] has_beta: bool,
+    #[comptime] units: usize,
+    #[define(F)] _dtype: StorageType,
+) {
+    let row = CUBE_POS;
+    if row >= x.shape(0) {
+        terminate!();
+    }
+    let d = x.shape(1);
+    let base = row * x.stride(0);
+    let mut shared = SharedMemory::<f32>::new(units);
+    let (mean, rstd) = row_moments::<F>(x, base, d, epsilon, &mut shared, units);
+    let mut c = UNIT_POS_X as usize;
+    while c < d {
+        let mut y = (f32::cast_from(x[base + c]) - mean) * rstd * f32::cast_from(gamma[c]);
+        if comptime![has_beta] {
+            y += f32::cast_from(beta[c]);
+        }
+        out[row * out.stride(0) + c] = F::cast_from(y);
+        c += units;
+    }
+}
+
+/// LayerNorm's backward over each row, a cube a row (rows longer than [`MAX_ROW`]), from the input (moments recomputed): with
+/// `x̂ = (x − μ)·r` and `g = grad ⊙ γ`, `dx = r·(g − mean(g) − x̂·mean(g ⊙ x̂))`; also writes
+/// `grad ⊙ x̂`, whose column sums are `dγ`; with `has_pending`, `pending` (laid out as `dx`)
+/// is added to `dx`.
+#[cube(launch)]
+pub fn layer_norm_cube_backward<F: Float>(
+    x: &Tensor<F>,
+    gamma: &Tensor<F>,
+    grad: &Tensor<F>,
+    pending: &Tensor<F>,
+    dx: &mut Tensor<F>,
+    grad_normalized: &mut Tensor<F>,
+    epsilon: f32,
+    #[comptime] has_pending: bool,
+    #[comptime] units: usize,
+    #[define(F)] _dtype: StorageType,
+) {
+    let row = CUBE_POS;
+    if row >= x.shape(0) {
+        terminate!();
+    }
+    let d = x.shape(1);
+    let (base, gbase, obase) = (row * x.stride(0), row * grad.stride(0), row * dx.stride(0));
+    let mut shared = SharedMemory::<f32>::new(units);
+    let (mean, rstd) = row_moments::<F>(x, base, d, epsilon, &mut shared, units);
+    let mut sum_g = 0.0f32;
+    let mut sum_gx = 0.0f32;
+    let mut c = UNIT_POS_X as usize;
+    while c < d {
+        let normalized = (f32::cast_from(x[base + c]) - mean) * rstd;
+        let g = f32::cast_from(grad[gbase + c]) * f32::cast_from(gamma[c]);
+        sum_g += g;
+        sum_gx += g * normalized;
+        c += units;
+    }
+    let mean_g = cube_sum(sum_g, &mut shared) / f32::cast_from(d as u32);
+    let mean_gx = cube_sum(sum_gx, &mut shared) / f32::cast_from(d as u32);
+    c = UNIT_POS_X as usize;
+    while c < d {
+        let normalized = (f32::cast_from(x[base + c]) - mean) * rstd;
+        let upstream = f32::cast_from(grad[gbase + c]);
+        let g = upstream * f32::cast_from(gamma[c]);
+        let mut out = rstd * (g - mean_g - normalized * mean_gx);
+        if comptime![has_pending] {
+            out += f32::cast_from(pending[obase + c]);
+        }
+        dx[obase + c] = F::cast_from(out);
+        grad_normalized[obase + c] = F::cast_from(upstream * normalized);
+        c += units;
+    }
+}
+
+/// Backwards that added the residual stream's gradient in the kernel (tests only).
+#[cfg(test)]
+pub(super) static PENDING_ADDED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// LayerNorm of the rows of `x` (`[rows, d]`, contiguous; `gamma`, `beta` contiguous `[d]` of
+/// `x`'s float type).
+pub(super) fn forward<R: CubeRuntime>(
+    x: CubeTensor<R>,
+    gamma: CubeTensor<R>,
+    beta: Option<CubeTensor<R>>,
+    epsilon: f64,
+) -> CubeTensor<R> {
+    let out = empty(&x, x.shape());
+    let has_beta = beta.is_some();
+    // Without β the kernels still take a tensor there (never read): γ.
+    let beta = beta.unwrap_or_else(|| gamma.clone());
+    let (client, dtype) = (x.client.clone(), x.dtype.into());
+    if x.shape()[1] > MAX_ROW {
+        let (count, dim, units) = row_launch(&x);
+        layer_norm_cube_forward::launch::<R>(
+            &client,
+            count,
+            dim,
+            x.into_tensor_arg(),
+            gamma.into_tensor_arg(),
+            beta.into_tensor_arg(),
+            out.clone().into_tensor_arg(),
+            epsilon as f32,
+            has_beta,
+            units,
+            dtype,
+        );
+    } else {
+        let (count, dim) = warp_rows(&x);
+        let (width, chunks) = row_vectors(&x);
+        layer_norm_forward::launch::<R>(
+            &client,
+            count,
+            dim,
+            width,
+            x.into_tensor_arg(),
+            gamma.into_tensor_arg(),
+            beta.into_tensor_arg(),
+            out.clone().into_tensor_arg(),
+            epsilon as f32,
+            has_beta,
+            chunks,
+            dtype,
+        );
+    }
+    out
+}
+
+/// `[dx, grad ⊙ x̂]` of LayerNorm over the rows of `x` (`[rows, d]`; `grad` and `pending`, if
+/// any, laid out alike; all contiguous, of one float type), `pending` added to `dx`.
+pub(super) fn backward<R: CubeRuntime>(
+    x: CubeTensor<R>,
+    gamma: CubeTensor<R>,
+    grad: CubeTensor<R>,
+    pending: Option<CubeTensor<R>>,
+    epsilon: f64,
+) -> [CubeTensor<R>; 2] {
+    let dx = empty(&x, x.shape());
+    let grad_normalized = empty(&x, x.shape());
+    let has_pending = pending.is_some();
+    #[cfg(test)]
+    if has_pending {
+        PENDING_ADDED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    // Without `pending` the kernels still take a tensor there (never read): `grad`.
+    let pending = pending.unwrap_or_else(|| grad.clone());
+    let (client, dtype) = (x.client.clone(), x.dtype.into());
+    if x.shape()[1] > MAX_ROW {
+        let (count, dim, units) = row_launch(&x);
+        layer_norm_cube_backward::launch::<R>(
+            &client,
+            count,
+            dim,
+            x.into_tensor_arg(),
+            gamma.into_tensor_arg(),
+            grad.into_tensor_arg(),
+            pending.into_tensor_arg(),
+            dx.clone().into_tensor_arg(),
+            grad_normalized.clone().into_tensor_arg(),
+            epsilon as f32,
+            has_pending,
+            units,
+            dtype,
+        );
+    } else {
+        let (count, dim) = warp_rows(&x);
+        let (width, chunks) = row_vectors(&x);
+        layer_norm_backward::launch::<R>(
+            &client,
+            count,
+            dim,
+            width,
+            x.into_tensor_arg(),
+            gamma.into_tensor_arg(),
+            grad.into_tensor_arg(),
+            pending.into_tensor_arg(),
+            dx.clone().into_tensor_arg(),
+            grad_normalized.clone().into_tensor_arg(),
+            epsilon as f32,
+            has_pending,
+            chunks,
+            dtype,
+        );
+    }
+    [dx, grad_normalized]
+}
