@@ -14,7 +14,8 @@
 //! operations instead ([`composed`]): the dispatch reaches them here only through `Autodiff`,
 //! so that each keeps one backward step of its own ([`crate::fused::dispatch`]). Our row
 //! kernels run here under `all`; attention's weights with dropout under `auto` and
-//! `attention` too, the squared norm and the AdamW updates under every setting but `off`
+//! `attention` too, LayerNorm (and its backward that adds the residual stream's gradient)
+//! under `norm` too, the squared norm and the AdamW updates under every setting but `off`
 //! (`Kernels::for_updates`), and our products ([`FusedProducts`]) wherever
 //! `ATTEND_GPU_MATMUL` takes them.
 
