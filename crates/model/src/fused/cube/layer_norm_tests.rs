@@ -37,8 +37,14 @@ fn cubecl_layer_norm_adds_the_residual_streams_gradient_in_its_backward_kernel_w
 fn layer_norm_rows_up_to_max_row_take_a_warp_reading_four_at_a_time_where_they_can_and_longer_rows_a_cube() {
     let _turn = serial();
     all_kernels();
-    let cases =
-        [(384, Some((4, 3))), (1000, Some((4, 8))), (5, Some((1, 1))), (MAX_ROW, Some((4, 16))), (MAX_ROW + 2, None)];
+    let cases = [
+        (384, Some((4, 3))),
+        (1000, Some((4, 8))),
+        (5, Some((1, 1))),
+        (131, Some((1, 5))),
+        (MAX_ROW, Some((4, 16))),
+        (MAX_ROW + 2, None),
+    ];
     for (d, warp) in cases {
         *LAST_ROWS.lock().unwrap() = None;
         layer_norm_grads::<Unfused>([1, 3, d], true, |x, g, b| layer_norm(x, g, b, 1e-5));

@@ -92,10 +92,11 @@ fn cubecl_softmax_matches_the_composed_form_in_value_and_gradient() {
 }
 
 /// Rows a warp each, four elements a read (384, three vectors a unit; 1,000, the eighth vector
-/// partly past the row) and one (5), and rows longer than a warp takes (a cube each).
+/// partly past the row) and one (5; 131, five a unit, the last partly past the row), and rows
+/// longer than a warp takes (a cube each).
 pub(super) fn layer_norm_case<B: AutodiffBackend>() {
     for bias in [true, false] {
-        for shape in [[2, 7, 384], [1, 3, 5], [2, 3, 1000], [1, 3, super::warp_rows::MAX_ROW + 2]] {
+        for shape in [[2, 7, 384], [1, 3, 5], [2, 3, 1000], [2, 3, 131], [1, 3, super::warp_rows::MAX_ROW + 2]] {
             let fused = layer_norm_grads::<B>(shape, bias, |x, g, b| layer_norm(x, g, b, 1e-5));
             let burns = layer_norm_grads::<B>(shape, bias, burns_layer_norm);
             for (what, (a, b)) in ["value", "dx", "dgamma", "dbeta"].iter().zip(fused.iter().zip(&burns)) {
@@ -108,7 +109,7 @@ pub(super) fn layer_norm_case<B: AutodiffBackend>() {
 #[test]
 fn cubecl_layer_norm_matches_burns_in_value_and_gradients_of_x_gamma_and_beta() {
     let _turn = serial();
-    on_both("LayerNorm", 16, layer_norm_case::<Fused>, layer_norm_case::<Unfused>);
+    on_both("LayerNorm", 20, layer_norm_case::<Fused>, layer_norm_case::<Unfused>);
 }
 
 fn cross_entropy_case<B: AutodiffBackend>() {
