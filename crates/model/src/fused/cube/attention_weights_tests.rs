@@ -220,6 +220,7 @@ fn attention_weights_take_the_kernels_on_both_gpu_backends_by_default_and_compos
     assert!(!ran(GpuKernels::Composed, drawn::<Fused>), "composed: burn-fusion ran the kernels");
     assert!(ran(GpuKernels::Composed, drawn::<Unfused>), "composed: wgpu-unfused kept the composed form");
     assert!(ran(GpuKernels::Attention, drawn::<Fused>), "attention: burn-fusion kept the composed form");
+    assert!(ran(GpuKernels::Norm, drawn::<Fused>), "norm: burn-fusion kept the composed form");
     assert!(ran(GpuKernels::All, drawn::<Fused>), "all: burn-fusion kept the composed form");
     assert!(!ran(GpuKernels::Off, drawn::<Unfused>), "off: wgpu-unfused ran the kernels");
 }

@@ -1,8 +1,7 @@
 //! The CubeCL kernels of the fused operations (compiled for the GPU at first use).
 //!
-//! Row kernels ([`softmax_forward`], [`cross_entropy_forward`] and their backwards, and
-//! LayerNorm's for rows too long for a warp, [`super::layer_norm`]) give each row of a
-//! `[rows, d]` matrix to one cube: its units stride over the row's columns, and their partial
+//! Row kernels ([`softmax_forward`], [`cross_entropy_forward`] and their backwards; LayerNorm's
+//! are in `layer_norm.rs` and `layer_norm_long.rs`) give each row of a `[rows, d]` matrix to one cube: its units stride over the row's columns, and their partial
 //! sums meet in shared memory ([`cube_sum`], [`cube_max`], [`cube_sum_two`], which also serve
 //! cubes of several rows, a warp each). Every sum is kept in `f32`,
 //! whatever the tensors' float type (`f16` runs read and write half precision but reduce in

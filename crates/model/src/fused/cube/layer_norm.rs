@@ -10,7 +10,7 @@
 //! is used, and keeps it in registers until it writes; the forward's two sums (`Σx`, then
 //! `Σ(x − μ)²`) take one set of halvings each, the backward's four two ([`cube_sum_two`]:
 //! `Σx` with `Σg`, then `Σ(x − μ)²` with `Σ g·(x − μ)`, since `Σ g ⊙ x̂ = r·Σ g·(x − μ)`).
-//! The older form, kept for longer rows, gives each row a cube of up to 256 units that reads
+//! The older form, kept for longer rows (`layer_norm_long.rs`), gives each row a cube of up to 256 units that reads
 //! the row one element at a time, twice forward and three times backward, with eight
 //! halvings for each of its four sums: the form attention's weights had when an H200 ran them
 //! at about a third of its rate of memory (docs/benchmarks.md). On that H200 each of
@@ -28,6 +28,7 @@ use cubecl::prelude::*;
 use super::empty;
 use super::kernels::{cube_sum, cube_sum_two};
 use super::launch::row_launch;
+use super::layer_norm_long::{layer_norm_cube_backward, layer_norm_cube_forward};
 use super::warp_rows::{row_vectors, this_row, warp_rows, MAX_ROW, ROWS, UNITS};
 
 /// LayerNorm over each row of `x` (`[rows, d]`, contiguous, read `N` elements at a time), a
@@ -95,7 +96,8 @@ pub fn layer_norm_forward<F: Float, N: Size>(
 
 /// LayerNorm's backward over each row of `x` (`[rows, d]`; `grad`, `pending`, `dx` and
 /// `grad_normalized` laid out alike, contiguous, read `N` elements at a time), a warp a row:
-/// a unit holds its `chunks` vectors of `x` and of `grad` in registers.
+/// a unit holds its `chunks` vectors of `x` and of `grad` in registers (`g = grad ⊙ γ` is
+/// formed again where it is needed, from `γ`'s few cached reads, instead of a third array).
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
 pub fn layer_norm_backward<F: Float, N: Size>(
@@ -117,7 +119,6 @@ pub fn layer_norm_backward<F: Float, N: Size>(
     let mut shared = SharedMemory::<f32>::new(comptime![2 * UNITS * ROWS]);
     let mut v = Array::<Vector<f32, N>>::new(chunks);
     let mut upstream = Array::<Vector<f32, N>>::new(chunks);
-    let mut g = Array::<Vector<f32, N>>::new(chunks);
     let mut sum_x = 0.0f32;
     let mut sum_g = 0.0f32;
     #[unroll]
@@ -125,11 +126,10 @@ pub fn layer_norm_backward<F: Float, N: Size>(
         let at = j * UNITS + UNIT_POS_X as usize;
         let mut xs = Vector::<f32, N>::new(0.0);
         let mut up = Vector::<f32, N>::new(0.0);
-        let mut gs = Vector::<f32, N>::new(0.0);
         if at < vectors {
             xs = Vector::<f32, N>::cast_from(x[base + at]);
             up = Vector::<f32, N>::cast_from(grad[base + at]);
-            gs = up * Vector::<f32, N>::cast_from(gamma[at]);
+            let gs = up * Vector::<f32, N>::cast_from(gamma[at]);
             #[unroll]
             for i in 0..width {
                 sum_x += xs[i];
@@ -138,7 +138,6 @@ pub fn layer_norm_backward<F: Float, N: Size>(
         }
         v[j] = xs;
         upstream[j] = up;
-        g[j] = gs;
     }
     let (sum_x, sum_g) = cube_sum_two(sum_x, sum_g, &mut shared);
     let (mean, mean_g) = (sum_x / count, sum_g / count);
@@ -149,7 +148,7 @@ pub fn layer_norm_backward<F: Float, N: Size>(
         let at = j * UNITS + UNIT_POS_X as usize;
         if at < vectors {
             let centred = v[j] - Vector::new(mean);
-            let gs = g[j];
+            let gs = upstream[j] * Vector::<f32, N>::cast_from(gamma[at]);
             #[unroll]
             for i in 0..width {
                 squares += centred[i] * centred[i];
@@ -166,125 +165,14 @@ pub fn layer_norm_backward<F: Float, N: Size>(
         let at = j * UNITS + UNIT_POS_X as usize;
         if at < vectors {
             let normalized = v[j] * Vector::new(rstd);
-            let mut out = Vector::new(rstd) * (g[j] - Vector::new(mean_g) - normalized * Vector::new(mean_gx));
+            let gs = upstream[j] * Vector::<f32, N>::cast_from(gamma[at]);
+            let mut out = Vector::new(rstd) * (gs - Vector::new(mean_g) - normalized * Vector::new(mean_gx));
             if comptime![has_pending] {
                 out += Vector::<f32, N>::cast_from(pending[base + at]);
             }
             dx[base + at] = Vector::cast_from(out);
             grad_normalized[base + at] = Vector::cast_from(upstream[j] * normalized);
         }
-    }
-}
-
-/// The mean and `1/√(σ² + ε)` of row `base..base + d` of `x` (two passes: the mean, then the
-/// centred squares).
-#[cube]
-fn row_moments<F: Float>(
-    x: &Tensor<F>,
-    base: usize,
-    d: usize,
-    epsilon: f32,
-    shared: &mut SharedMemory<f32>,
-    #[comptime] units: usize,
-) -> (f32, f32) {
-    let mut sum = 0.0f32;
-    let mut c = UNIT_POS_X as usize;
-    while c < d {
-        sum += f32::cast_from(x[base + c]);
-        c += units;
-    }
-    let mean = cube_sum(sum, shared) / f32::cast_from(d as u32);
-    let mut squares = 0.0f32;
-    c = UNIT_POS_X as usize;
-    while c < d {
-        let centred = f32::cast_from(x[base + c]) - mean;
-        squares += centred * centred;
-        c += units;
-    }
-    let variance = cube_sum(squares, shared) / f32::cast_from(d as u32);
-    (mean, 1.0f32 / f32::sqrt(variance + epsilon))
-}
-
-/// LayerNorm over each row, a cube a row (rows longer than [`MAX_ROW`]): `out = (x − μ)·r·γ + β` with `r = 1/√(σ² + ε)`.
-#[cube(launch)]
-pub fn layer_norm_cube_forward<F: Float>(
-    x: &Tensor<F>,
-    gamma: &Tensor<F>,
-    beta: &Tensor<F>,
-    out: &mut Tensor<F>,
-    epsilon: f32,
-    #[comptime] has_beta: bool,
-    #[comptime] units: usize,
-    #[define(F)] _dtype: StorageType,
-) {
-    let row = CUBE_POS;
-    if row >= x.shape(0) {
-        terminate!();
-    }
-    let d = x.shape(1);
-    let base = row * x.stride(0);
-    let mut shared = SharedMemory::<f32>::new(units);
-    let (mean, rstd) = row_moments::<F>(x, base, d, epsilon, &mut shared, units);
-    let mut c = UNIT_POS_X as usize;
-    while c < d {
-        let mut y = (f32::cast_from(x[base + c]) - mean) * rstd * f32::cast_from(gamma[c]);
-        if comptime![has_beta] {
-            y += f32::cast_from(beta[c]);
-        }
-        out[row * out.stride(0) + c] = F::cast_from(y);
-        c += units;
-    }
-}
-
-/// LayerNorm's backward over each row, a cube a row (rows longer than [`MAX_ROW`]), from the input (moments recomputed): with
-/// `x̂ = (x − μ)·r` and `g = grad ⊙ γ`, `dx = r·(g − mean(g) − x̂·mean(g ⊙ x̂))`; also writes
-/// `grad ⊙ x̂`, whose column sums are `dγ`; with `has_pending`, `pending` (laid out as `dx`)
-/// is added to `dx`.
-#[cube(launch)]
-pub fn layer_norm_cube_backward<F: Float>(
-    x: &Tensor<F>,
-    gamma: &Tensor<F>,
-    grad: &Tensor<F>,
-    pending: &Tensor<F>,
-    dx: &mut Tensor<F>,
-    grad_normalized: &mut Tensor<F>,
-    epsilon: f32,
-    #[comptime] has_pending: bool,
-    #[comptime] units: usize,
-    #[define(F)] _dtype: StorageType,
-) {
-    let row = CUBE_POS;
-    if row >= x.shape(0) {
-        terminate!();
-    }
-    let d = x.shape(1);
-    let (base, gbase, obase) = (row * x.stride(0), row * grad.stride(0), row * dx.stride(0));
-    let mut shared = SharedMemory::<f32>::new(units);
-    let (mean, rstd) = row_moments::<F>(x, base, d, epsilon, &mut shared, units);
-    let mut sum_g = 0.0f32;
-    let mut sum_gx = 0.0f32;
-    let mut c = UNIT_POS_X as usize;
-    while c < d {
-        let normalized = (f32::cast_from(x[base + c]) - mean) * rstd;
-        let g = f32::cast_from(grad[gbase + c]) * f32::cast_from(gamma[c]);
-        sum_g += g;
-        sum_gx += g * normalized;
-        c += units;
-    }
-    let mean_g = cube_sum(sum_g, &mut shared) / f32::cast_from(d as u32);
-    let mean_gx = cube_sum(sum_gx, &mut shared) / f32::cast_from(d as u32);
-    c = UNIT_POS_X as usize;
-    while c < d {
-        let normalized = (f32::cast_from(x[base + c]) - mean) * rstd;
-        let upstream = f32::cast_from(grad[gbase + c]);
-        let g = upstream * f32::cast_from(gamma[c]);
-        let mut out = rstd * (g - mean_g - normalized * mean_gx);
-        if comptime![has_pending] {
-            out += f32::cast_from(pending[obase + c]);
-        }
-        dx[obase + c] = F::cast_from(out);
-        grad_normalized[obase + c] = F::cast_from(upstream * normalized);
-        c += units;
     }
 }
 

@@ -27,6 +27,7 @@ pub mod fusion;
 mod kernels;
 mod launch;
 mod layer_norm;
+mod layer_norm_long;
 #[cfg(all(test, feature = "wgpu"))]
 mod layer_norm_tests;
 mod norm;

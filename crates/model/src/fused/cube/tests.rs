@@ -112,7 +112,7 @@ fn cubecl_layer_norm_matches_burns_in_value_and_gradients_of_x_gamma_and_beta() 
     on_both("LayerNorm", 20, layer_norm_case::<Fused>, layer_norm_case::<Unfused>);
 }
 
-fn cross_entropy_case<B: AutodiffBackend>() {
+pub(super) fn cross_entropy_case<B: AutodiffBackend>() {
     for smoothing in [0.0, 0.1] {
         let (rows, vocab) = (50, 1000);
         let (y, g) = cross_entropy_grads::<B>(rows, vocab, |z, t| cross_entropy(z, t, smoothing));
@@ -129,7 +129,7 @@ fn cubecl_cross_entropy_matches_the_composed_form_with_and_without_smoothing() {
     on_both("cross-entropy", 4, cross_entropy_case::<Fused>, cross_entropy_case::<Unfused>);
 }
 
-fn attention_case<B: AutodiffBackend>() {
+pub(super) fn attention_case<B: AutodiffBackend>() {
     let scale = 1.0 / 8f64.sqrt();
     for dims in [[2, 3, 17, 17, 8], [2, 2, 5, 9, 8]] {
         let fused = attention_grads::<B>(dims, |q, k, v, m| attention(q, k, v, Some(m), scale));
@@ -198,7 +198,7 @@ fn by_default_only_the_backend_without_fusion_takes_the_kernels() {
     assert!(!runs(GpuKernels::Off, softmax_case::<Unfused>), "off: wgpu-unfused ran a kernel");
 }
 
-fn linear_case<B: AutodiffBackend>() {
+pub(super) fn linear_case<B: AutodiffBackend>() {
     use crate::fused::tests::linear_grads;
     use crate::fused::{linear, Weight};
     for layout in [Weight::InOut, Weight::OutIn] {

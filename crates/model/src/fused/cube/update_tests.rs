@@ -54,6 +54,7 @@ fn by_default_the_adamw_update_takes_the_kernel_with_and_without_fusion() {
     let _turn = serial();
     assert!(runs(GpuKernels::Unfused, adamw_case::<burn_wgpu::Wgpu>), "auto: wgpu (fusion) ran no AdamW kernel");
     assert!(runs(GpuKernels::Unfused, adamw_case::<WgpuUnfused>), "auto: wgpu-unfused ran no AdamW kernel");
+    assert!(runs(GpuKernels::Norm, adamw_case::<burn_wgpu::Wgpu>), "norm: wgpu (fusion) ran no AdamW kernel");
     assert!(!runs(GpuKernels::Off, adamw_case::<burn_wgpu::Wgpu>), "off: wgpu (fusion) ran the AdamW kernel");
 }
 

@@ -22,9 +22,10 @@ pub(super) const UNITS: usize = 32;
 /// cubes of 32), and each is scheduled on its own.
 pub(super) const ROWS: usize = 8;
 
-/// The longest rows these kernels take: a unit holds at most 64 elements of a row in registers
-/// (16 vectors of four, or 64 single elements). Longer rows run another form (each kernel says
-/// which).
+/// The longest rows these kernels take: a unit holds at most 64 elements of each row it keeps in
+/// registers (16 vectors of four, or 64 single elements; attention's backward and LayerNorm's
+/// keep two such rows, `P` and `dP`, `x` and `dy`). Longer rows run another form (each kernel
+/// says which).
 pub(super) const MAX_ROW: usize = 64 * UNITS;
 
 /// Cubes of [`ROWS`] rows of [`UNITS`] for the `[rows, d]` matrix `x`: one per [`ROWS`]
