@@ -1,7 +1,7 @@
 //! What every benchmark shares: running a peer script (or saying it is not installed), the
 //! benchmark corpus, minimum and median, peak RSS, and the JSON line of a figure.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
@@ -70,20 +70,61 @@ pub fn ensure_corpus(args: &BenchArgs) -> Result<PathBuf> {
         std::fs::create_dir_all(dir)?;
     }
     eprintln!("building {} with make_corpus.py", args.corpus.display());
-    let status = Command::new("python3")
-        .arg(args.shared.join("bench/peers/make_corpus.py"))
-        .arg(&args.corpus)
-        .arg("100")
-        .args([
-            data.join("tinyshakespeare/input.txt"),
-            data.join("ptb/ptb.train.txt.gz"),
-            data.join("multi30k/train.en.gz"),
-            data.join("multi30k/train.de.gz"),
-        ])
-        .status()
-        .context("running python3 make_corpus.py")?;
-    if !status.success() {
-        bail!("make_corpus.py failed ({status}); is --shared {} right?", args.shared.display());
-    }
+    build_whole(&args.corpus, |partial| {
+        let status = Command::new("python3")
+            .arg(args.shared.join("bench/peers/make_corpus.py"))
+            .arg(partial)
+            .arg("100")
+            .args([
+                data.join("tinyshakespeare/input.txt"),
+                data.join("ptb/ptb.train.txt.gz"),
+                data.join("multi30k/train.en.gz"),
+                data.join("multi30k/train.de.gz"),
+            ])
+            .status()
+            .context("running python3 make_corpus.py")?;
+        if !status.success() {
+            bail!("make_corpus.py failed ({status}); is --shared {} right?", args.shared.display());
+        }
+        Ok(())
+    })?;
     Ok(args.corpus.clone())
+}
+
+/// Runs `build` on `path` + `.partial` and renames that file to `path` once `build` succeeds,
+/// so that a build cut short (an error, Ctrl-C, a kill) never leaves at `path` a file that a
+/// later run would take as whole; a failed build's partial file is removed.
+fn build_whole(path: &Path, build: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".partial");
+    let partial = PathBuf::from(name);
+    match build(&partial) {
+        Ok(()) => std::fs::rename(&partial, path)
+            .with_context(|| format!("renaming {} to {}", partial.display(), path.display())),
+        Err(e) => {
+            let _ = std::fs::remove_file(&partial);
+            Err(e)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_corpus_build_that_fails_leaves_no_corpus_and_one_that_succeeds_leaves_only_the_whole_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let corpus = dir.path().join("corpus.txt");
+        let failed = build_whole(&corpus, |partial| {
+            std::fs::write(partial, "half a corpus")?;
+            bail!("cut short")
+        });
+        assert!(failed.is_err());
+        assert!(!corpus.exists(), "a failed build left a corpus that the next run would take as whole");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "a failed build left its partial file");
+        build_whole(&corpus, |partial| Ok(std::fs::write(partial, "the whole corpus")?)).unwrap();
+        assert_eq!(std::fs::read_to_string(&corpus).unwrap(), "the whole corpus");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "the partial file stayed beside the corpus");
+    }
 }
