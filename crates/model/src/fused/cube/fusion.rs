@@ -109,14 +109,7 @@ impl<B: FusionBackend + FusedOps> FusedOps for Fusion<B> {
         grad: FloatTensor<Self>,
         epsilon: f64,
     ) -> [FloatTensor<Self>; 3] {
-        // `dx` in x's type, `dγ` and `dβ` in γ's (the CubeCL backend casts them back).
-        let outputs = [like(&x), like(&gamma), like(&gamma)];
-        let inputs = vec![(x, Kind::Float), (gamma, Kind::Float), (grad, Kind::Float)];
-        register::<B, 3>("attend::layer_norm_backward", inputs, outputs, move |args| {
-            let mut args = args.into_iter();
-            let (x, gamma, grad) = (next(&mut args).float(), next(&mut args).float(), next(&mut args).float());
-            B::fused_layer_norm_backward(x, gamma, grad, epsilon)
-        })
+        layer_norm_backward::<B>(x, gamma, grad, None, epsilon)
     }
 
     fn fused_layer_norm_backward_adding(
@@ -126,13 +119,7 @@ impl<B: FusionBackend + FusedOps> FusedOps for Fusion<B> {
         epsilon: f64,
         pending: FloatTensor<Self>,
     ) -> [FloatTensor<Self>; 3] {
-        let outputs = [like(&x), like(&gamma), like(&gamma)];
-        let inputs = vec![(x, Kind::Float), (gamma, Kind::Float), (grad, Kind::Float), (pending, Kind::Float)];
-        register::<B, 3>("attend::layer_norm_backward_adding", inputs, outputs, move |args| {
-            let mut args = args.into_iter();
-            let (x, gamma, grad) = (next(&mut args).float(), next(&mut args).float(), next(&mut args).float());
-            B::fused_layer_norm_backward_adding(x, gamma, grad, epsilon, next(&mut args).float())
-        })
+        layer_norm_backward::<B>(x, gamma, grad, Some(pending), epsilon)
     }
 
     fn fused_attention(
@@ -323,4 +310,29 @@ impl<B: FusionBackend + FusedOps> FusedOps for Fusion<B> {
         let mut next = || outputs.next().expect("three outputs an update");
         (0..count).map(|_| [next(), next(), next()]).collect()
     }
+}
+
+/// LayerNorm's backward as one custom operation: `B`'s kernel, with `pending` (the residual
+/// stream's gradient) added to `dx` where given.
+fn layer_norm_backward<B: FusionBackend + FusedOps>(
+    x: FloatTensor<Fusion<B>>,
+    gamma: FloatTensor<Fusion<B>>,
+    grad: FloatTensor<Fusion<B>>,
+    pending: Option<FloatTensor<Fusion<B>>>,
+    epsilon: f64,
+) -> [FloatTensor<Fusion<B>>; 3] {
+    // `dx` in x's type, `dγ` and `dβ` in γ's (the CubeCL backend casts them back).
+    let outputs = [like(&x), like(&gamma), like(&gamma)];
+    let adding = pending.is_some();
+    let id = if adding { "attend::layer_norm_backward_adding" } else { "attend::layer_norm_backward" };
+    let mut inputs = vec![(x, Kind::Float), (gamma, Kind::Float), (grad, Kind::Float)];
+    inputs.extend(pending.map(|p| (p, Kind::Float)));
+    register::<B, 3>(id, inputs, outputs, move |args| {
+        let mut args = args.into_iter();
+        let (x, gamma, grad) = (next(&mut args).float(), next(&mut args).float(), next(&mut args).float());
+        match adding.then(|| next(&mut args).float()) {
+            Some(pending) => B::fused_layer_norm_backward_adding(x, gamma, grad, epsilon, pending),
+            None => B::fused_layer_norm_backward(x, gamma, grad, epsilon),
+        }
+    })
 }
