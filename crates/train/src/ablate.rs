@@ -230,6 +230,6 @@ fn finished(dir: &Path, row: &RowSpec, config: &RunConfig) -> Result<Option<RowR
 pub fn write_markdown(run: &Path, results: &[RowResult]) -> Result<PathBuf, TrainError> {
     let path = run.join("table3.md");
     std::fs::create_dir_all(run).map_err(io_err(run))?;
-    std::fs::write(&path, markdown(results)).map_err(io_err(&path))?;
+    crate::whole_file::write_whole(&path, markdown(results)).map_err(io_err(&path))?;
     Ok(path)
 }

@@ -181,7 +181,7 @@ fn gpt2<B: Backend>(
     });
     let config_path = out.join("config.json");
     let text = serde_json::to_string_pretty(&gpt2_config).expect("JSON");
-    std::fs::write(&config_path, text).map_err(io_err(&config_path))?;
+    crate::whole_file::write_whole(&config_path, text).map_err(io_err(&config_path))?;
     let mut files = vec![config_path, weights];
     files.extend(write_tokenizer(codec, out)?);
     Ok(files)
@@ -207,7 +207,8 @@ fn own_names<B: Backend>(
     let weights = out.join("model.safetensors");
     write_safetensors(&tensors, Some(HashMap::from([("format".to_string(), "attend".to_string())])), &weights)?;
     let map_path = out.join("name_map.json");
-    std::fs::write(&map_path, serde_json::to_string_pretty(&map).expect("JSON")).map_err(io_err(&map_path))?;
+    crate::whole_file::write_whole(&map_path, serde_json::to_string_pretty(&map).expect("JSON"))
+        .map_err(io_err(&map_path))?;
     Ok(vec![weights, map_path])
 }
 
@@ -228,8 +229,10 @@ fn write_safetensors(
             (name.clone(), TensorView::new(Dtype::F32, shape.clone(), data).expect("shape and length agree"))
         })
         .collect();
-    safetensors::serialize_to_file(views, metadata, path)
-        .map_err(|e| TrainError::Io { path: path.to_path_buf(), source: std::io::Error::other(e.to_string()) })
+    crate::whole_file::write_whole_with(path, |tmp| {
+        safetensors::serialize_to_file(views, metadata, tmp).map_err(|e| std::io::Error::other(e.to_string()))
+    })
+    .map_err(io_err(path))
 }
 
 /// Every parameter of the model in `run`, whatever its architecture, by path.
@@ -275,7 +278,8 @@ fn write_tokenizer(codec: &LmCodec, out: &Path) -> Result<Vec<PathBuf>, TrainErr
                           "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false,
                           "ignore_merges": false, "vocab": vocab, "merges": []},
             });
-            std::fs::write(&path, serde_json::to_string_pretty(&tokenizer).expect("JSON")).map_err(io_err(&path))?;
+            crate::whole_file::write_whole(&path, serde_json::to_string_pretty(&tokenizer).expect("JSON"))
+                .map_err(io_err(&path))?;
         }
         LmCodec::Symbols(_) => return Ok(Vec::new()),
     }

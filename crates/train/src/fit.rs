@@ -314,7 +314,7 @@ pub(crate) fn fit_as<B: AutodiffBackend, T: Task<B>>(
         event.as_object_mut().expect("an object").extend(valid.summary_fields());
         append(event)?;
         let path = run.join("samples.txt");
-        std::fs::write(&path, format!("{sample}\n")).map_err(io_err(&path))?;
+        crate::whole_file::write_whole(&path, format!("{sample}\n")).map_err(io_err(&path))?;
         run::plot(run, &log)?;
     }
     Ok(result)

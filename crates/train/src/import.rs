@@ -239,7 +239,7 @@ fn write_run<B: Backend>(
 ) -> Result<(), TrainError> {
     std::fs::create_dir_all(run).map_err(io_err(run))?;
     let path = run.join("config.toml");
-    std::fs::write(&path, config.to_toml()).map_err(io_err(&path))?;
+    crate::whole_file::write_whole(&path, config.to_toml()).map_err(io_err(&path))?;
     codec.save(run).map_err(io_err(run))?;
     let state = TrainState::fresh(config.train.seed);
     checkpoint::write_atomically(&run.join("best"), &state, |tmp| {

@@ -49,6 +49,7 @@ pub mod tasks;
 pub mod tfevents;
 pub mod trained;
 pub mod translate;
+pub mod whole_file;
 
 pub use error::TrainError;
 pub use run::{Observer, RunOptions, Summary};

@@ -57,7 +57,7 @@ fn heads<B: Backend>(weights: Tensor<B, 4>, rows: &[String], cols: &[String]) ->
 fn write(out: &Path, name: &str, title: &str, panels: &[Panel], scale: Scale) -> Result<PathBuf, TrainError> {
     let path = out.join(name);
     let picture = svg(title, panels, scale, CELL).map_err(io_err(&path))?;
-    std::fs::write(&path, picture).map_err(io_err(&path))?;
+    crate::whole_file::write_whole(&path, picture).map_err(io_err(&path))?;
     Ok(path)
 }
 
@@ -200,7 +200,7 @@ pub fn write_positions(panel: &Panel, out: &Path) -> Result<(), TrainError> {
     let cell = (900.0 / panel.cols.len().max(panel.rows.len()) as f32).clamp(2.0, 14.0);
     let title = "positional encodings (rows: position t; columns: dimension)";
     let picture = svg(title, std::slice::from_ref(panel), Scale::Signed, cell).map_err(io_err(out))?;
-    std::fs::write(out, picture).map_err(io_err(out))
+    crate::whole_file::write_whole(out, picture).map_err(io_err(out))
 }
 
 #[cfg(test)]

@@ -33,9 +33,7 @@ pub fn plot_losses(metrics: &Path, out: &Path) -> std::io::Result<()> {
     let (train, valid) = read_losses(&text);
     let title = metrics.parent().and_then(|p| p.file_name()).map(|n| n.to_string_lossy()).unwrap_or_default();
     let svg = chart(&train, &valid, &title)?;
-    let tmp = out.with_extension("svg.tmp");
-    std::fs::write(&tmp, svg)?;
-    std::fs::rename(&tmp, out)
+    crate::whole_file::write_whole(out, svg)
 }
 
 const W: u32 = 720;

@@ -98,7 +98,7 @@ pub(crate) fn start<B: AutodiffBackend, M: AutodiffModule<B>>(
     }
     std::fs::create_dir_all(run).map_err(io_err(run))?;
     let path = run.join("config.toml");
-    std::fs::write(&path, config.to_toml()).map_err(io_err(&path))?;
+    crate::whole_file::write_whole(&path, config.to_toml()).map_err(io_err(&path))?;
     write_vocab(run).map_err(io_err(run))?;
     let state = TrainState::fresh(config.train.seed);
     Ok((model, optim, state))

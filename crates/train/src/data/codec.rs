@@ -150,9 +150,10 @@ impl LmCodec {
     /// Writes `vocab.json` or `tokenizer.json` into `run`.
     pub fn save(&self, run: &Path) -> std::io::Result<()> {
         match self {
-            LmCodec::Symbols(v) => {
-                std::fs::write(run.join(VOCAB_FILE), serde_json::to_string(v).expect("vocab serializes"))
-            }
+            LmCodec::Symbols(v) => crate::whole_file::write_whole(
+                &run.join(VOCAB_FILE),
+                serde_json::to_string(v).expect("vocab serializes"),
+            ),
             LmCodec::Bpe(t) => t.save(&run.join(TOKENIZER_FILE)).map_err(std::io::Error::other),
         }
     }

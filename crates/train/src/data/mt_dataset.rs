@@ -61,7 +61,9 @@ impl MtTokenizer {
     /// Saves into a run directory: `vocab.json` (words) or `tokenizer.json` (BPE).
     pub fn save(&self, run: &Path) -> std::io::Result<()> {
         match self {
-            MtTokenizer::Words(v) => std::fs::write(run.join("vocab.json"), serde_json::to_string(v).expect("vocab")),
+            MtTokenizer::Words(v) => {
+                crate::whole_file::write_whole(&run.join("vocab.json"), serde_json::to_string(v).expect("vocab"))
+            }
             MtTokenizer::Bpe(t) => t.save(&run.join("tokenizer.json")).map_err(std::io::Error::other),
         }
     }
