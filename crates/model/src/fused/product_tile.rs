@@ -2,7 +2,9 @@
 //! environment variable `ATTEND_GPU_TILE`: `auto` (the default), or `ROWSxCOLSxDEPTH` for
 //! every product: the rows and columns of `C` a cube computes (64 or 128 each) and the step
 //! along `k` (8 or 16). Every unit keeps an 8 × 8 block of `C` in registers, so a 128 × 128
-//! tile takes 256 units, 128 × 64 and 64 × 128 take 128, 64 × 64 takes 64.
+//! tile takes 256 units, 128 × 64 and 64 × 128 take 128, 64 × 64 takes 64; a name ending in
+//! `w` (`128x128x8w`: a wide tile, 128 columns only) gives each unit an 8 × 16 block, half
+//! as many units.
 //!
 //! `auto` (the default) chooses by the product's shape, as `bench products` timed every tile
 //! on an H200 (docs/benchmarks.md, "Product tiles on the H200"):
@@ -20,7 +22,8 @@
 //!
 //! The other tiles are there to be timed against these on a GPU (`cargo xtask bench products`
 //! times every tile): a deeper step halves the synchronizations of a long `k`, a smaller tile
-//! gives a small product more cubes.
+//! gives a small product more cubes, a wide one reads shared memory a third less often for
+//! each multiply-add, with twice the accumulators a unit.
 
 use std::cell::Cell;
 use std::sync::OnceLock;
@@ -34,34 +37,50 @@ pub struct ProductTile {
     pub cols: usize,
     /// Elements of `k` per step: 8 or 16.
     pub depth: usize,
+    /// Columns of `C` per unit: 8, or 16 for the wide tiles (whose `cols` is 128).
+    pub unit_cols: usize,
 }
 
 impl ProductTile {
     /// `128x128x8`: the kernel's first tile, `auto`'s for products of more than 64 columns
     /// summed over at most 64.
-    pub const DEFAULT: ProductTile = ProductTile { rows: 128, cols: 128, depth: 8 };
+    pub const DEFAULT: ProductTile = ProductTile::of(128, 128, 8);
 
     /// `128x64x8`: `auto`'s for products of at most 64 columns.
-    pub const NARROW: ProductTile = ProductTile { rows: 128, cols: 64, depth: 8 };
+    pub const NARROW: ProductTile = ProductTile::of(128, 64, 8);
 
     /// `64x128x8`: `auto`'s for products of more than 64 columns summed over more than 64.
-    pub const HALF_ROWS: ProductTile = ProductTile { rows: 64, cols: 128, depth: 8 };
+    pub const HALF_ROWS: ProductTile = ProductTile::of(64, 128, 8);
 
     /// Every tile the kernel takes, the default first.
-    pub const ALL: [ProductTile; 8] = [
+    pub const ALL: [ProductTile; 12] = [
         ProductTile::DEFAULT,
-        ProductTile { rows: 128, cols: 128, depth: 16 },
+        ProductTile::of(128, 128, 16),
         ProductTile::NARROW,
-        ProductTile { rows: 128, cols: 64, depth: 16 },
+        ProductTile::of(128, 64, 16),
         ProductTile::HALF_ROWS,
-        ProductTile { rows: 64, cols: 128, depth: 16 },
-        ProductTile { rows: 64, cols: 64, depth: 8 },
-        ProductTile { rows: 64, cols: 64, depth: 16 },
+        ProductTile::of(64, 128, 16),
+        ProductTile::of(64, 64, 8),
+        ProductTile::of(64, 64, 16),
+        ProductTile::of(128, 128, 8).wide(),
+        ProductTile::of(128, 128, 16).wide(),
+        ProductTile::of(64, 128, 8).wide(),
+        ProductTile::of(64, 128, 16).wide(),
     ];
 
-    /// Units per cube: one per 8 × 8 block of the tile.
+    /// The tile of `rows` × `cols` walking `k` `depth` at a time, an 8 × 8 block a unit.
+    pub const fn of(rows: usize, cols: usize, depth: usize) -> ProductTile {
+        ProductTile { rows, cols, depth, unit_cols: 8 }
+    }
+
+    /// The same tile with an 8 × 16 block a unit.
+    pub const fn wide(self) -> ProductTile {
+        ProductTile { unit_cols: 16, ..self }
+    }
+
+    /// Units per cube: one per block of 8 rows and `unit_cols` columns of the tile.
     pub fn units(self) -> usize {
-        self.rows * self.cols / 64
+        self.rows * self.cols / (8 * self.unit_cols)
     }
 
     /// Bytes of shared memory a cube stages its operands in: two stages of `depth` rows of
@@ -72,9 +91,11 @@ impl ProductTile {
         2 * self.depth * (self.rows / 4 + pad + self.cols / 4 + pad) * 16
     }
 
-    /// Its spelling in `ATTEND_GPU_TILE` and in the benchmark's output, `ROWSxCOLSxDEPTH`.
+    /// Its spelling in `ATTEND_GPU_TILE` and in the benchmark's output, `ROWSxCOLSxDEPTH`,
+    /// with a `w` after it for a wide tile.
     pub fn name(self) -> String {
-        format!("{}x{}x{}", self.rows, self.cols, self.depth)
+        let wide = if self.unit_cols == 16 { "w" } else { "" };
+        format!("{}x{}x{}{wide}", self.rows, self.cols, self.depth)
     }
 }
 
@@ -173,7 +194,8 @@ mod tests {
             assert_eq!(parse_product_tile(&format!(" {} ", tile.name())), Ok(TileChoice::Fixed(tile)));
         }
         assert_eq!(ProductTile::DEFAULT.name(), "128x128x8");
-        for wrong in ["128x128", "32x32x8", "128x128x4", "big"] {
+        assert_eq!(parse_product_tile("64x128x16w"), Ok(TileChoice::Fixed(ProductTile::of(64, 128, 16).wide())));
+        for wrong in ["128x128", "32x32x8", "128x128x4", "128x64x8w", "big"] {
             let error = parse_product_tile(wrong).unwrap_err();
             assert!(
                 error.contains("ATTEND_GPU_TILE") && error.contains("128x64x16") && error.contains(wrong),
@@ -208,9 +230,12 @@ mod tests {
     #[test]
     fn every_tile_has_whole_warps_whole_loads_and_fits_32_kb_of_shared_memory() {
         for t in ProductTile::ALL {
-            // Warps of 4 × 8 units; each unit loads whole vectors of four of both operands.
+            // Warps of 4 × 8 units (`ty` × `tx`), whole along both sides; each unit loads
+            // whole vectors of four of both operands.
             assert_eq!(t.units() % 32, 0, "{t:?}");
-            assert!(t.cols / 8 >= 8 && t.rows / 8 >= 4, "{t:?}");
+            assert!(t.unit_cols == 8 || t.unit_cols == 16, "{t:?}");
+            assert_eq!((t.cols / t.unit_cols) % 8, 0, "{t:?}");
+            assert_eq!((t.rows / 8) % 4, 0, "{t:?}");
             assert_eq!((t.depth * t.rows / 4) % t.units(), 0, "{t:?}");
             assert_eq!((t.depth * t.cols / 4) % t.units(), 0, "{t:?}");
             // lavapipe's limit; NVIDIA's Vulkan drivers give 48 KB.

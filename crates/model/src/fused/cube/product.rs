@@ -23,11 +23,26 @@
 //! of four rows, one 128-bit read where four were, and `C` is written four columns at a time,
 //! where the sizes allow (`product_launch::vectors_of_four_rows`).
 //!
+//! The wide tiles (`ATTEND_GPU_TILE` names ending in `w`) give each unit an 8 × 16 block,
+//! columns `4·tx + (cols / 4)·g + j` (`g < 4`): each step along `k` reads two vectors of `A`
+//! and four of `B` for 128 multiply-adds, a third fewer reads of shared memory for each
+//! multiply-add, for 128 accumulators where there were 64 (more registers, fewer units a
+//! cube: 128 for 128 × 128). They are there for `bench products` to time on a GPU; `auto`
+//! takes none of them.
+//!
 //! Why: on an H200 CubeCL's f32 products (its register-tile "unit" matmuls, the only ones
 //! without tensor cores) ran at 12-17 TFLOP/s forward and 2.4-9.7 for the weight gradients,
 //! against the 36 PyTorch's f32 step implies, and the first form reached 17.3 at best; this
 //! form reached 36 in training (the MLP's forward products) and took nanoGPT's GPU step from
 //! 92.4 to 53.9 ms (docs/benchmarks.md, "Our product kernel on the H200").
+//!
+//! The multiply-adds are written as `fma`, one instruction each. Written `acc += x·b`, WGSL
+//! has a multiply and an add, and whether they become one instruction is the driver's choice:
+//! naga's SPIR-V neither asks for it nor forbids it. Every size and tile of this kernel ran at
+//! 31-35 TFLOP/s on an H200, whose f32 peak is about 67 with fused multiply-adds and about 33
+//! without. The ceiling sat at one number whatever the tile, which is what an arithmetic limit
+//! looks like, so the kernel no longer leaves the choice to the driver. A GPU has yet to time
+//! it (docs/benchmarks.md, "Fused multiply-adds in the product kernel").
 //!
 //! A comptime `triangle` (`crate::fused::product_shape`) lets attention's products under a
 //! causal mask leave out the steps along `k` (or whole tiles) that the mask makes zero, and
@@ -162,7 +177,8 @@ fn kept(r: usize, k: usize, offset: usize, #[comptime] keep: u32) -> bool {
 /// batch and the heads of attention's products, `CUBE_POS_Z` = `batch · heads + head`). An
 /// operand with one entry along a batch axis is shared along it. A cube computes a
 /// `tile_m × tile_n` tile of `C` (64 or 128 each), `step` elements of `k` at a time (8 or 16),
-/// with `tile_m · tile_n / 64` units (`ProductTile`).
+/// with `tile_m · tile_n / (8 · unit_n)` units, each an `8 × unit_n` block (`unit_n` 8 or 16;
+/// `ProductTile`).
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
 pub fn product_kernel<F: Float, NA: Size, NB: Size, NC: Size>(
@@ -176,10 +192,11 @@ pub fn product_kernel<F: Float, NA: Size, NB: Size, NC: Size>(
     #[comptime] tile_m: usize,
     #[comptime] tile_n: usize,
     #[comptime] step: usize,
+    #[comptime] unit_n: usize,
     #[comptime] triangle: u32,
     #[define(F)] _dtype: StorageType,
 ) {
-    comptime![assert!(batch_axes <= 2 && triangle <= 3)];
+    comptime![assert!(batch_axes <= 2 && triangle <= 3 && (unit_n == 8 || unit_n == 16))];
     // What of `A` the triangle keeps ([`kept`]): `tril` (2), `triu` (3), all.
     let keep_a = comptime![match triangle {
         2 => 1u32,
@@ -189,11 +206,13 @@ pub fn product_kernel<F: Float, NA: Size, NB: Size, NC: Size>(
     let offset = usize::cast_from(offset);
     let axis = comptime![batch_axes];
     let next = comptime![axis + 1];
-    // Units along the tile's rows (columns), each taking 8 of them as two groups of 4: the
-    // offset in vectors from a unit's first group to its second.
+    // Units along the tile's rows (columns), each taking 8 rows as two groups of 4 (`unit_n`
+    // columns as `unit_n / 4` groups of 4): the offset in vectors from one of a unit's groups
+    // to its next.
     let side_m = comptime![tile_m / 8];
-    let side_n = comptime![tile_n / 8];
-    let units = comptime![tile_m * tile_n / 64];
+    let side_n = comptime![tile_n / unit_n];
+    let groups_n = comptime![unit_n / 4];
+    let units = comptime![tile_m * tile_n / (8 * unit_n)];
     // A staged row of shared memory in vectors: the tile's side over 4, and with 8-deep steps
     // one of padding. The `k` of one row group that consecutive units store (when `k` is the
     // operand's contiguous axis) then fall in different groups of four banks, as with 16-deep
@@ -207,7 +226,7 @@ pub fn product_kernel<F: Float, NA: Size, NB: Size, NC: Size>(
     // Vectors of each operand a unit loads per step.
     let loads_a = comptime![step * tile_m / 4 / units];
     let loads_b = comptime![step * tile_n / 4 / units];
-    let warps_n = comptime![tile_n / 64];
+    let warps_n = comptime![side_n / 8];
     let mut a_base = 0usize;
     let mut b_base = 0usize;
     let mut c_base = 0usize;
@@ -278,12 +297,15 @@ pub fn product_kernel<F: Float, NA: Size, NB: Size, NC: Size>(
     // stored into the other, so one synchronization a step suffices.
     let mut stage_a = SharedMemory::<Four>::new(comptime![2 * stage_a_len]);
     let mut stage_b = SharedMemory::<Four>::new(comptime![2 * stage_b_len]);
-    // acc[(4·h + i)·2 + g]: row `4·ty + (tile_m / 2)·h + i`, columns `4·tx + (tile_n / 2)·g ..`.
-    let mut acc = Array::<Four>::new(16usize);
+    // acc[(4·h + i)·G + g] (`G` = `groups_n`): row `4·ty + (tile_m / 2)·h + i`, columns
+    // `4·tx + (tile_n / G)·g ..`.
+    let accs = comptime![8 * groups_n];
+    let mut acc = Array::<Four>::new(accs);
     #[unroll]
-    for i in 0usize..16 {
+    for i in 0..accs {
         acc[i] = Four::zeroed();
     }
+    let mut bs = Array::<Four>::new(groups_n);
     let mut next_a = Array::<Four>::new(loads_a);
     let mut next_b = Array::<Four>::new(loads_b);
 
@@ -320,15 +342,18 @@ pub fn product_kernel<F: Float, NA: Size, NB: Size, NC: Size>(
             let (at_a, at_b) = (this_a + k * row_a, this_b + k * row_b);
             let a0 = stage_a[at_a + slot(k, ty, swizzle)];
             let a1 = stage_a[at_a + slot(k, side_m + ty, swizzle)];
-            let b0 = stage_b[at_b + slot(k, tx, swizzle)];
-            let b1 = stage_b[at_b + slot(k, side_n + tx, swizzle)];
+            #[unroll]
+            for g in 0..groups_n {
+                bs[g] = stage_b[at_b + slot(k, side_n * g + tx, swizzle)];
+            }
             #[unroll]
             for i in 0usize..4 {
                 let (x0, x1) = (Four::new(a0[i]), Four::new(a1[i]));
-                acc[i * 2] += x0 * b0;
-                acc[i * 2 + 1] += x0 * b1;
-                acc[(4 + i) * 2] += x1 * b0;
-                acc[(4 + i) * 2 + 1] += x1 * b1;
+                #[unroll]
+                for g in 0..groups_n {
+                    acc[i * groups_n + g] = fma(x0, bs[g], acc[i * groups_n + g]);
+                    acc[(4 + i) * groups_n + g] = fma(x1, bs[g], acc[(4 + i) * groups_n + g]);
+                }
             }
         }
         // The other stage was last read before the previous synchronization.
@@ -355,9 +380,9 @@ pub fn product_kernel<F: Float, NA: Size, NB: Size, NC: Size>(
         for i in 0usize..4 {
             let row = row0 + comptime![tile_m / 2] * h + 4 * ty + i;
             #[unroll]
-            for g in 0usize..2 {
-                let mut four = acc[(4 * h + i) * 2 + g];
-                let col = col0 + comptime![tile_n / 2] * g + 4 * tx;
+            for g in 0..groups_n {
+                let mut four = acc[(4 * h + i) * groups_n + g];
+                let col = col0 + comptime![tile_n / groups_n] * g + 4 * tx;
                 if comptime![triangle == 1] {
                     // `tril(A·B)`: zeros above the diagonal.
                     #[unroll]

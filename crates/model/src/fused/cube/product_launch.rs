@@ -109,6 +109,7 @@ pub(super) fn product<R: CubeRuntime>(
             tile.rows,
             tile.cols,
             tile.depth,
+            tile.unit_cols,
             triangle,
             dtype,
         );

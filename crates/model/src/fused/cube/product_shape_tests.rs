@@ -26,7 +26,7 @@ fn shaped<K: FusedOps>(a: &TensorData, b: &TensorData, a_t: bool, shape: Product
 }
 
 /// Each triangle at offsets 0 and 5, over `[2, 3]` matrices whose sides end partway through
-/// a tile, `A` plain and transposed, under `auto`'s tiles and a 64 × 64 × 16 one: what the
+/// a tile, `A` plain and transposed, under `auto`'s tiles, a 64 × 64 × 16 one and a wide one: what the
 /// kernel computes is the CPU's product of the masked operand (or the masked product). The
 /// operands hold values everywhere, so a triangle not applied (or applied to too much) differs.
 #[test]
@@ -56,7 +56,8 @@ fn triangular_products_on_wgpu_equal_the_masked_products_on_the_cpu() {
                 };
                 let full = data(shaped::<NdArray<f32>>(&a, &b, a_t, ProductShape::PLAIN));
                 assert!(full.iter().zip(&reference).any(|(f, r)| f != r), "{triangle:?} leaves something out");
-                for tile in [TileChoice::Auto, TileChoice::Fixed(ProductTile { rows: 64, cols: 64, depth: 16 })] {
+                let tiles = [ProductTile::of(64, 64, 16), ProductTile::of(64, 128, 8).wide()];
+                for tile in [TileChoice::Auto].into_iter().chain(tiles.map(TileChoice::Fixed)) {
                     let what = format!("{triangle:?}, a transposed {a_t}, {tile:?}");
                     with_product_tile(tile, || {
                         close(&data(shaped::<burn_wgpu::Wgpu>(&a, &b, a_t, shape)), &reference, 1e-5, &what);

@@ -242,7 +242,7 @@ fn every_product_tile_on_wgpu_equals_cpu_products_fusion_keeps_the_registered_ti
 
     let (da, db) = operands([[m, k], [k, n]], 5);
     let reference = run::<burn_ndarray::NdArray<f32>, 2>(&da, &db, (false, false), false);
-    let narrow = ProductTile { rows: 128, cols: 64, depth: 16 };
+    let narrow = ProductTile::of(128, 64, 16);
     let device = Default::default();
     let c = with_product_tile(TileChoice::Fixed(narrow), || {
         let a = Tensor::<burn_wgpu::Wgpu, 2>::from_data(da, &device);
