@@ -98,5 +98,6 @@ fn gpu_setup() -> Result<()> {
     attend_model::fused::gpu_kernels_from_env().map_err(anyhow::Error::msg)?;
     attend_model::fused::gpu_products_from_env().map_err(anyhow::Error::msg)?;
     attend_model::fused::product_tile_from_env().map_err(anyhow::Error::msg)?;
+    attend_model::fused::product_fma_from_env().map_err(anyhow::Error::msg)?;
     Ok(())
 }

@@ -32,6 +32,8 @@ mod layer_norm_long;
 mod layer_norm_tests;
 mod norm;
 mod product;
+#[cfg(all(test, feature = "wgpu"))]
+mod product_fma_tests;
 mod product_launch;
 #[cfg(all(test, feature = "wgpu"))]
 mod product_shape_tests;
@@ -74,7 +76,8 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> FusedProdu
         let b = alike::<R, F, I, BT>(b, &a);
         let cols = b.meta.shape()[b.meta.num_dims() - 1];
         let depth = a.meta.shape()[a.meta.num_dims() - 1];
-        product_launch::product(a, b, crate::fused::product_tile().for_product(cols, depth), shape)
+        let tile = crate::fused::product_tile().for_product(cols, depth);
+        product_launch::product(a, b, tile, shape, crate::fused::product_fma())
     }
 }
 

@@ -36,7 +36,8 @@
 //! form reached 36 in training (the MLP's forward products) and took nanoGPT's GPU step from
 //! 92.4 to 53.9 ms (docs/benchmarks.md, "Our product kernel on the H200").
 //!
-//! The multiply-adds are written as `fma`, one instruction each. Written `acc += x·b`, WGSL
+//! The multiply-adds are written as `fma`, one instruction each (`fused`; `ATTEND_GPU_FMA=off`
+//! writes them as before, for timing). Written `acc += x·b`, WGSL
 //! has a multiply and an add, and whether they become one instruction is the driver's choice:
 //! naga's SPIR-V neither asks for it nor forbids it. Every size and tile of this kernel ran at
 //! 31-35 TFLOP/s on an H200, whose f32 peak is about 67 with fused multiply-adds and about 33
@@ -178,7 +179,7 @@ fn kept(r: usize, k: usize, offset: usize, #[comptime] keep: u32) -> bool {
 /// operand with one entry along a batch axis is shared along it. A cube computes a
 /// `tile_m × tile_n` tile of `C` (64 or 128 each), `step` elements of `k` at a time (8 or 16),
 /// with `tile_m · tile_n / (8 · unit_n)` units, each an `8 × unit_n` block (`unit_n` 8 or 16;
-/// `ProductTile`).
+/// `ProductTile`), its multiply-adds one `fma` each where `fused`, else a multiply and an add.
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
 pub fn product_kernel<F: Float, NA: Size, NB: Size, NC: Size>(
@@ -193,6 +194,7 @@ pub fn product_kernel<F: Float, NA: Size, NB: Size, NC: Size>(
     #[comptime] tile_n: usize,
     #[comptime] step: usize,
     #[comptime] unit_n: usize,
+    #[comptime] fused: bool,
     #[comptime] triangle: u32,
     #[define(F)] _dtype: StorageType,
 ) {
@@ -351,8 +353,14 @@ pub fn product_kernel<F: Float, NA: Size, NB: Size, NC: Size>(
                 let (x0, x1) = (Four::new(a0[i]), Four::new(a1[i]));
                 #[unroll]
                 for g in 0..groups_n {
-                    acc[i * groups_n + g] = fma(x0, bs[g], acc[i * groups_n + g]);
-                    acc[(4 + i) * groups_n + g] = fma(x1, bs[g], acc[(4 + i) * groups_n + g]);
+                    let (at0, at1) = (i * groups_n + g, (4 + i) * groups_n + g);
+                    if comptime![fused] {
+                        acc[at0] = fma(x0, bs[g], acc[at0]);
+                        acc[at1] = fma(x1, bs[g], acc[at1]);
+                    } else {
+                        acc[at0] += x0 * bs[g];
+                        acc[at1] += x1 * bs[g];
+                    }
                 }
             }
         }
