@@ -37,6 +37,7 @@ mod product_fma_tests;
 mod product_launch;
 #[cfg(all(test, feature = "wgpu"))]
 mod product_shape_tests;
+mod product_staging;
 #[cfg(all(test, feature = "wgpu"))]
 mod product_tests;
 mod softmax;
