@@ -132,11 +132,15 @@ fn last_logged(run: &Path) -> Option<serde_json::Value> {
     text.lines().rev().find_map(|l| serde_json::from_str(l).ok())
 }
 
-/// Whether process `pid` is filling a temporary checkpoint directory in `dir`.
+/// Whether process `pid` is filling a temporary checkpoint directory in `dir` (a directory:
+/// the files written whole, `crate::whole_file`, take the same kind of name).
 fn writing(dir: &Path, pid: u32) -> bool {
     let suffix = format!(".tmp-{pid}");
     std::fs::read_dir(dir).is_ok_and(|entries| {
-        entries.flatten().any(|e| e.file_name().to_str().is_some_and(|n| n.starts_with('.') && n.ends_with(&suffix)))
+        entries.flatten().any(|e| {
+            e.file_type().is_ok_and(|t| t.is_dir())
+                && e.file_name().to_str().is_some_and(|n| n.starts_with('.') && n.ends_with(&suffix))
+        })
     })
 }
 

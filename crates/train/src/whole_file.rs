@@ -1,7 +1,9 @@
 //! Files that are either wholly written or not written at all: the bytes go to a temporary
 //! sibling (`.NAME.tmp-PID`), are synced to the disk, and the temporary file is renamed over
-//! the target. A failure on the way (a full disk, an interrupted process) leaves whatever was
-//! at the target before, never a truncated file in its place, and removes the temporary file.
+//! the target. A failure on the way (a full disk, a killed process) leaves whatever was at
+//! the target before, never a truncated file in its place. An error removes the temporary
+//! file; a kill leaves it, and in a run directory the next `--resume` removes it
+//! (`crate::checkpoint::recover` takes every `.NAME.tmp-PID`).
 //!
 //! For the small files a command writes whole (pictures, tables, a run's `config.toml`, an
 //! export's JSON). Checkpoints, a directory of files, have their own
@@ -23,7 +25,8 @@ pub fn write_whole_with(path: &Path, fill: impl FnOnce(&Path) -> std::io::Result
     let tmp = temporary(path);
     let written = (|| {
         fill(&tmp)?;
-        File::open(&tmp)?.sync_all()?;
+        // A handle open for writing: some systems refuse to sync a read-only one.
+        std::fs::OpenOptions::new().write(true).open(&tmp)?.sync_all()?;
         std::fs::rename(&tmp, path)
     })();
     if written.is_err() {

@@ -22,7 +22,7 @@
 //!
 //! The other tiles are there to be timed against these on a GPU (`cargo xtask bench products`
 //! times every tile): a deeper step halves the synchronizations of a long `k`, a smaller tile
-//! gives a small product more cubes, a wide one reads shared memory a third less often for
+//! gives a small product more cubes, a wide one reads shared memory a quarter less often for
 //! each multiply-add, with twice the accumulators a unit.
 
 use std::cell::Cell;

@@ -25,7 +25,7 @@
 //!
 //! The wide tiles (`ATTEND_GPU_TILE` names ending in `w`) give each unit an 8 × 16 block,
 //! columns `4·tx + (cols / 4)·g + j` (`g < 4`): each step along `k` reads two vectors of `A`
-//! and four of `B` for 128 multiply-adds, a third fewer reads of shared memory for each
+//! and four of `B` for 128 multiply-adds, a quarter fewer reads of shared memory for each
 //! multiply-add, for 128 accumulators where there were 64 (more registers, fewer units a
 //! cube: 128 for 128 × 128). They are there for `bench products` to time on a GPU; `auto`
 //! takes none of them.
@@ -36,14 +36,13 @@
 //! form reached 36 in training (the MLP's forward products) and took nanoGPT's GPU step from
 //! 92.4 to 53.9 ms (docs/benchmarks.md, "Our product kernel on the H200").
 //!
-//! The multiply-adds are written as `fma`, one instruction each (`fused`; `ATTEND_GPU_FMA=off`
-//! writes them as before, for timing). Written `acc += x·b`, WGSL
-//! has a multiply and an add, and whether they become one instruction is the driver's choice:
-//! naga's SPIR-V neither asks for it nor forbids it. Every size and tile of this kernel ran at
-//! 31-35 TFLOP/s on an H200, whose f32 peak is about 67 with fused multiply-adds and about 33
-//! without. The ceiling sat at one number whatever the tile, which is what an arithmetic limit
-//! looks like, so the kernel no longer leaves the choice to the driver. A GPU has yet to time
-//! it (docs/benchmarks.md, "Fused multiply-adds in the product kernel").
+//! The multiply-adds are written as `fma` (`fused`; `ATTEND_GPU_FMA=off` writes them as
+//! before, for timing), which asks for one instruction each. Written `acc += x·b`, WGSL has a
+//! multiply and an add, and whether they become one instruction is the driver's choice: naga's
+//! SPIR-V neither asks for it nor forbids it. On an H200 the large products ran at 30-35
+//! TFLOP/s at their best tiles, about one rate across tiles. The H200's f32 peak is about 67
+//! TFLOP/s with fused multiply-adds and about 33 without. A GPU has yet to time the change
+//! (docs/benchmarks.md, "Fused multiply-adds and wide tiles in the product kernel").
 //!
 //! A comptime `triangle` (`crate::fused::product_shape`) lets attention's products under a
 //! causal mask leave out the steps along `k` (or whole tiles) that the mask makes zero, and
