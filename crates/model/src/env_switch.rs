@@ -1,5 +1,5 @@
 //! The model's switches read from the environment (`ATTEND_GPU_KERNELS`, `ATTEND_GPU_MATMUL`,
-//! `ATTEND_GPU_TILE`, `ATTEND_GPU_FMA`, `ATTEND_QKV`): each a few spellings, unset or empty meaning the default;
+//! `ATTEND_GPU_TILE`, `ATTEND_GPU_FMA`, `ATTEND_GPU_LANES`, `ATTEND_QKV`): each a few spellings, unset or empty meaning the default;
 //! anything else is an error that names the variable and the values it takes.
 
 /// `value` (trimmed) looked up among `choices`' spellings; an error naming `name` and

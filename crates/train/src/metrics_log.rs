@@ -47,7 +47,7 @@ impl MetricsLog {
 
     /// Keeps the complete lines whose `step` is at most `step` (and no `summary` or
     /// `valid-averaged` evaluation: the end of a run is redone whole), dropping everything
-    /// after; rewrites the file atomically. A partial last line (the process died writing it)
+    /// after; rewrites the file whole (synced, then renamed over it: [`crate::whole_file`]). A partial last line (the process died writing it)
     /// is dropped; a complete line that is not an event with a step is an error naming it, and
     /// the file is left as it was.
     pub fn cut_to_step(&self, step: u64) -> std::io::Result<()> {
@@ -75,9 +75,7 @@ impl MetricsLog {
             kept.push_str(line);
         }
         crate::tfevents::cut_to_step(&self.events, step)?;
-        let tmp = self.path.with_extension("jsonl.tmp");
-        std::fs::write(&tmp, kept)?;
-        std::fs::rename(tmp, &self.path)
+        crate::whole_file::write_whole(&self.path, kept)
     }
 
     /// Every event of the log, in order (the loss plot reads this).

@@ -41,9 +41,12 @@ impl ProductKernel {
     /// CubeCL's, then ours under `auto` and under every tile.
     pub fn all() -> Vec<ProductKernel> {
         let fixed = ProductTile::ALL.into_iter().map(TileChoice::Fixed);
-        let ours = std::iter::once(TileChoice::Auto)
-            .chain(fixed)
-            .map(|tile| ProductKernel { products: GpuProducts::Ours, tile });
+        Self::with_tiles(&std::iter::once(TileChoice::Auto).chain(fixed).collect::<Vec<_>>())
+    }
+
+    /// CubeCL's (every ratio's reference), then ours under each of `tiles` in turn.
+    pub fn with_tiles(tiles: &[TileChoice]) -> Vec<ProductKernel> {
+        let ours = tiles.iter().map(|&tile| ProductKernel { products: GpuProducts::Ours, tile });
         std::iter::once(Self::CUBECL).chain(ours).collect()
     }
 
@@ -245,6 +248,15 @@ mod tests {
         assert!(times.iter().all(|t| t.seconds > 0.0 && t.tflops().is_finite()));
         let names: Vec<String> = times[..kernels.len()].iter().map(|t| t.kernel.name()).collect();
         assert_eq!(names[..4], ["cubecl", "attend auto", "attend 128x128x8", "attend 128x128x16"]);
+        assert_eq!(kernels.len(), 2 + ProductTile::ALL.len());
+    }
+
+    #[test]
+    fn chosen_tiles_follow_cubecls_kernel_in_the_order_given() {
+        let wide = TileChoice::Fixed(ProductTile::of(64, 128, 8).wide());
+        let names: Vec<String> =
+            ProductKernel::with_tiles(&[wide, TileChoice::Auto]).iter().map(|k| k.name()).collect();
+        assert_eq!(names, ["cubecl", "attend 64x128x8w", "attend auto"]);
     }
 
     #[test]

@@ -175,7 +175,7 @@ fn records(bytes: &[u8]) -> impl Iterator<Item = (&[u8], usize)> {
 }
 
 /// Keeps the whole, intact records whose step is at most `step` (and the version record, but
-/// no summary), dropping everything after the first that is not; rewrites the file atomically.
+/// no summary), dropping everything after the first that is not; rewrites the file whole (synced, then renamed: [`crate::whole_file`]).
 pub fn cut_to_step(path: &Path, step: u64) -> std::io::Result<()> {
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
@@ -193,9 +193,7 @@ pub fn cut_to_step(path: &Path, step: u64) -> std::io::Result<()> {
         }
         keep = end;
     }
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, &bytes[..keep])?;
-    std::fs::rename(tmp, path)
+    crate::whole_file::write_whole(path, &bytes[..keep])
 }
 
 /// Reads back the scalars of an events file we wrote, as `(step, tag, value)` in file order

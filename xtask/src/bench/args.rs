@@ -38,6 +38,10 @@ pub struct BenchArgs {
     /// 16,384 (64 sequences of 256).
     #[arg(long, default_value_t = 16384)]
     pub rows: usize,
+    /// Our kernel's tiles `bench products` times beside CubeCL's, comma-separated, each a value
+    /// of `ATTEND_GPU_TILE` (`auto,64x128x8,64x128x8w`); default: `auto` and every tile.
+    #[arg(long, value_delimiter = ',')]
+    pub tiles: Vec<String>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]

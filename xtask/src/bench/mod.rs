@@ -17,12 +17,17 @@ mod products;
 mod train;
 
 use anyhow::Result;
+use clap::ValueEnum;
 
 pub use args::BenchArgs;
 use args::Which;
 pub use peers::peak_rss_mb;
 
 pub fn run(args: BenchArgs) -> Result<()> {
+    if !args.tiles.is_empty() && args.which != Which::Products {
+        let name = args.which.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default();
+        anyhow::bail!("--tiles chooses the tiles of `bench products` only, not of `bench {name}`");
+    }
     if matches!(args.which, Which::Bpe | Which::All) {
         bpe::bench_bpe(&args)?;
     }

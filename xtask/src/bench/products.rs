@@ -7,6 +7,7 @@
 //! CubeCL's.
 
 use anyhow::Result;
+use attend_model::fused::parse_product_tile;
 use attend_train::product_bench::{
     time_attention_products, time_linear_products, ProductKernel, NANOGPT_GPU_ATTENTION, NANOGPT_GPU_MAPS,
 };
@@ -22,6 +23,7 @@ use crate::bench::peers::emit;
 const WARMUP: usize = 3;
 
 struct Products {
+    kernels: Vec<ProductKernel>,
     rows: usize,
     reps: usize,
     backend: &'static str,
@@ -30,13 +32,17 @@ struct Products {
 impl OnBackend for Products {
     type Output = ();
     fn run<B: AutodiffBackend>(self, device: &B::Device) -> Result<()> {
-        let kernels = ProductKernel::all();
+        let kernels = self.kernels;
         let mut times =
             time_linear_products::<B::InnerBackend>(device, self.rows, &NANOGPT_GPU_MAPS, &kernels, WARMUP, self.reps)?;
         let attention = NANOGPT_GPU_ATTENTION;
         times.extend(time_attention_products::<B::InnerBackend>(
             device, self.rows, attention, &kernels, WARMUP, self.reps,
         )?);
+        // The environment's form of our kernel's inner loop (`ATTEND_GPU_FMA`, `ATTEND_GPU_LANES`).
+        let form = attend_model::fused::product_form();
+        let lanes = if form.paired_lanes { "pairs" } else { "rows" };
+        eprintln!("our kernel: fma {}, lanes {lanes}", if form.fma { "on" } else { "off" });
         eprintln!("ms per product; in brackets over CubeCL's time; kernels: {}", {
             let names: Vec<String> = kernels.iter().map(|k| k.name()).collect();
             names.join(", ")
@@ -46,7 +52,8 @@ impl OnBackend for Products {
             for t in same {
                 emit(json!({"bench": "product", "backend": self.backend, "map": [t.map.0, t.map.1],
                             "product": t.product, "dims": t.dims, "matrices": t.matrices,
-                            "kernel": t.kernel.name(), "reps": self.reps, "ms": t.seconds * 1e3,
+                            "kernel": t.kernel.name(), "fma": form.fma, "lanes": lanes,
+                            "reps": self.reps, "ms": t.seconds * 1e3,
                             "tflops": t.tflops(), "over_cubecl": t.seconds / cubecl.seconds}));
             }
             let best = same.iter().min_by(|a, b| a.seconds.total_cmp(&b.seconds)).expect("a kernel");
@@ -76,6 +83,12 @@ pub fn bench_products(args: &BenchArgs) -> Result<()> {
              --backend wgpu, wgpu-unfused or cuda (a build with --features wgpu or cuda)"
         );
     }
-    let work = Products { rows: args.rows, reps: args.reps.max(1) * 10, backend: args.backend.name() };
+    let kernels = if args.tiles.is_empty() {
+        ProductKernel::all()
+    } else {
+        let tiles = args.tiles.iter().map(|t| parse_product_tile(t)).collect::<Result<Vec<_>, _>>();
+        ProductKernel::with_tiles(&tiles.map_err(|e| anyhow::anyhow!("--tiles takes ATTEND_GPU_TILE's values: {e}"))?)
+    };
+    let work = Products { kernels, rows: args.rows, reps: args.reps.max(1) * 10, backend: args.backend.name() };
     run_on(args.backend, work)
 }

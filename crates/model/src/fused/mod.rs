@@ -76,7 +76,7 @@ pub(crate) mod norm;
 mod ops;
 mod overlap;
 mod product_autodiff;
-mod product_fma;
+mod product_form;
 mod product_ops;
 mod product_shape;
 mod product_tile;
@@ -113,7 +113,7 @@ pub use linear::{linear, Weight};
 pub use norm::squared_norm;
 pub use ops::FusedOps;
 pub use overlap::backward;
-pub use product_fma::{parse_product_fma, product_fma, product_fma_from_env};
+pub use product_form::{parse_product_fma, parse_product_lanes, product_form, product_form_from_env, ProductForm};
 pub use product_ops::FusedProducts;
 pub use product_shape::{ProductShape, Triangle};
 pub use product_tile::{

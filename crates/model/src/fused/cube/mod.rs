@@ -33,7 +33,7 @@ mod layer_norm_tests;
 mod norm;
 mod product;
 #[cfg(all(test, feature = "wgpu"))]
-mod product_fma_tests;
+mod product_form_tests;
 mod product_launch;
 #[cfg(all(test, feature = "wgpu"))]
 mod product_shape_tests;
@@ -78,7 +78,7 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> FusedProdu
         let cols = b.meta.shape()[b.meta.num_dims() - 1];
         let depth = a.meta.shape()[a.meta.num_dims() - 1];
         let tile = crate::fused::product_tile().for_product(cols, depth);
-        product_launch::product(a, b, tile, shape, crate::fused::product_fma())
+        product_launch::product(a, b, tile, shape, crate::fused::product_form())
     }
 }
 

@@ -18,7 +18,10 @@
 //! 1}`, `i, j < 4`), a warp's units 4 `ty` by 8 `tx`: each step along `k` reads two vectors of
 //! `A` and two of `B`, four 128-bit reads of shared memory (each 64 or 128 distinct bytes
 //! across the warp) for 64 multiply-adds, where the first form of this kernel (scalar reads,
-//! two synchronizations a step) took sixteen. An operand whose rows are contiguous (`B` = `W`
+//! two synchronizations a step) took sixteen. The warp's lanes are placed in pairs that read
+//! the same vectors ([`unit_place`], `ATTEND_GPU_LANES=pairs`, the default; `rows` keeps eight
+//! consecutive lanes a row), so that on NVIDIA GPUs each read returns in two passes of shared
+//! memory, not four. An operand whose rows are contiguous (`B` = `W`
 //! in the forward, both operands of a weight gradient) is read from global memory as vectors
 //! of four rows, one 128-bit read where four were, and `C` is written four columns at a time,
 //! where the sizes allow (`product_launch::vectors_of_four_rows`).
@@ -61,7 +64,8 @@ use super::product_staging::{fetch, place, slot, Four};
 /// operand with one entry along a batch axis is shared along it. A cube computes a
 /// `tile_m × tile_n` tile of `C` (64 or 128 each), `step` elements of `k` at a time (8 or 16),
 /// with `tile_m · tile_n / (8 · unit_n)` units, each an `8 × unit_n` block (`unit_n` 8 or 16;
-/// `ProductTile`), its multiply-adds one `fma` each where `fused`, else a multiply and an add.
+/// `ProductTile`), its multiply-adds one `fma` each where `fused`, else a multiply and an add,
+/// its warps' lanes placed in pairs where `paired` ([`unit_place`]).
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
 pub fn product_kernel<F: Float, NA: Size, NB: Size, NC: Size>(
@@ -77,6 +81,7 @@ pub fn product_kernel<F: Float, NA: Size, NB: Size, NC: Size>(
     #[comptime] step: usize,
     #[comptime] unit_n: usize,
     #[comptime] fused: bool,
+    #[comptime] paired: bool,
     #[comptime] triangle: u32,
     #[define(F)] _dtype: StorageType,
 ) {
@@ -146,11 +151,6 @@ pub fn product_kernel<F: Float, NA: Size, NB: Size, NC: Size>(
     let row0 = CUBE_POS_Y as usize * tile_m;
     let col0 = CUBE_POS_X as usize * tile_n;
     let unit = UNIT_POS_X as usize;
-    // A warp (32 units) takes 4 `ty` by 8 `tx`: its reads of a step's two vectors of `A` are
-    // 4 distinct words of 16 bytes (64 bytes), of `B` 8 (128 bytes), without conflicts (each
-    // eight units of a 128-bit read are one `ty` and 8 consecutive `tx`), where 2 × 16 would
-    // read 32 and 256 distinct bytes.
-    let (warp, lane) = (unit / 32, unit % 32);
     // The steps along `k` the triangle leaves (`crate::fused::product_shape`): none for a
     // tile of `tril(A·B)` wholly above the diagonal (1), those up to the tile's last row's
     // diagonal for `tril(A)·B` (2), those from its first row's for `triu(A)·B` (3).
@@ -174,8 +174,7 @@ pub fn product_kernel<F: Float, NA: Size, NB: Size, NC: Size>(
             k_begin = row0 - offset;
         }
     }
-    let ty = (warp / warps_n) * 4 + lane / 8;
-    let tx = (warp % warps_n) * 8 + lane % 8;
+    let (ty, tx) = unit_place(unit, warps_n, paired);
 
     // Two stages of each operand: a step multiplies out of one while the next step's slice is
     // stored into the other, so one synchronization a step suffices.
@@ -299,4 +298,33 @@ pub fn product_kernel<F: Float, NA: Size, NB: Size, NC: Size>(
             }
         }
     }
+}
+
+/// Unit `unit`'s place `(ty, tx)` among a tile's units: its rows of `C` start at `4·ty`, its
+/// columns at `4·tx`. A warp (32 units) takes 4 `ty` by 8 `tx` (`warps_n` warps along the
+/// columns), so that its reads of a step's vectors are 4 distinct 16-byte words of `A` (64
+/// bytes) and 8 of `B` (128 bytes), without bank conflicts, where 2 × 16 would read 32 and
+/// 256 distinct bytes.
+///
+/// Within the warp, without `paired`, lanes `8·y .. 8·y + 8` are row `y` (`rows`); with it,
+/// lane `ℓ`'s bits 1 and 4 give its row and bits 0, 2 and 3 its column, so that lanes `ℓ` and
+/// `ℓ ^ 1` read the same vector of `A` and lanes `ℓ` and `ℓ ^ 2` the same vector of `B`. On
+/// NVIDIA GPUs shared memory returns 128 bytes a clock, so a warp's 128-bit read takes four
+/// passes, and two where every pair of lanes `ℓ, ℓ ^ 1` (or every pair `ℓ, ℓ ^ 2`) reads the
+/// same address (NVIDIA's description for compute capability 7.x; CUTLASS's SIMT products
+/// interleave their lanes by two too). In rows the reads of `A` qualify (eight lanes a
+/// vector) and those of `B` do not: a warp's step along `k` takes 12 passes (clocks of the
+/// SM's shared memory) for 64 multiply-add instructions, which take 16 clocks of the SM's f32
+/// units (four warps' instructions a clock), and the stores of the next slice and the
+/// operands' reads from global memory return by the same path; in pairs, 8 passes.
+#[cube]
+pub(super) fn unit_place(unit: usize, #[comptime] warps_n: usize, #[comptime] paired: bool) -> (usize, usize) {
+    let (warp, lane) = (unit / 32, unit % 32);
+    let mut row = lane / 8;
+    let mut col = lane % 8;
+    if comptime![paired] {
+        row = (lane / 2) % 2 + (lane / 16) * 2;
+        col = lane % 2 + ((lane / 4) % 4) * 2;
+    }
+    ((warp / warps_n) * 4 + row, (warp % warps_n) * 8 + col)
 }

@@ -11,7 +11,7 @@ use cubecl::prelude::*;
 
 use super::empty;
 use super::product::product_kernel;
-use crate::fused::{ProductShape, ProductTile};
+use crate::fused::{ProductForm, ProductShape, ProductTile};
 
 /// Whether `x`'s last axis (`true`) or the one before it (`false`) has stride 1, or `None`
 /// (neither: the operand is copied first).
@@ -30,14 +30,14 @@ fn unit_axis<R: CubeRuntime>(x: &CubeTensor<R>) -> Option<bool> {
 /// `a·b` by [`product_kernel`]: `[m, k]·[k, n]`, `[s, m, k]·[s, k, n]` or `[s, h, m, k]·[s, h,
 /// k, n]` (either operand may have one entry along a batch axis); operands in the same float
 /// type; each cube computes a `tile`; what `shape` leaves out left out, the result laid out as
-/// it says (`crate::fused::product_shape`); its multiply-adds one `fma` each where `fused`
-/// (`ATTEND_GPU_FMA`).
+/// it says (`crate::fused::product_shape`); its inner loop in `form` (`ATTEND_GPU_FMA`,
+/// `ATTEND_GPU_LANES`).
 pub(super) fn product<R: CubeRuntime>(
     a: CubeTensor<R>,
     b: CubeTensor<R>,
     tile: ProductTile,
     shape: ProductShape,
-    fused: bool,
+    form: ProductForm,
 ) -> CubeTensor<R> {
     let (a, a_k) = contiguous_along_one_axis(a);
     let (b, b_n) = contiguous_along_one_axis(b);
@@ -112,7 +112,8 @@ pub(super) fn product<R: CubeRuntime>(
             tile.cols,
             tile.depth,
             tile.unit_cols,
-            fused,
+            form.fma,
+            form.paired_lanes,
             triangle,
             dtype,
         );

@@ -1,0 +1,73 @@
+//! Our product kernel in each form of its inner loop (multiply-adds fused or not,
+//! `ATTEND_GPU_FMA`; lanes in pairs or in rows, `ATTEND_GPU_LANES`) on wgpu (lavapipe will
+//! do), launched directly, against Burn's product on the CPU; and the lanes' placement itself.
+
+use burn::tensor::{Tensor, TensorData, TensorPrimitive};
+use burn_ndarray::NdArray;
+
+use super::product::unit_place;
+use crate::fused::dispatch::WgpuUnfused;
+use crate::fused::tests::{close, data, values};
+use crate::fused::{ProductForm, ProductShape, ProductTile};
+
+/// Every form, under an 8 × 8 tile and a wide one, over sizes that end partway through a tile
+/// and a step, `A` read through a transposed view: each the CPU's product. (On lavapipe the
+/// forms give the same bits: Mesa fuses `a·b + c` either way, and where a lane sits changes
+/// no sum.)
+#[test]
+fn product_kernel_in_every_form_of_its_inner_loop_on_wgpu_equals_cpu_products() {
+    let _turn = super::tests::serial();
+    let (m, k, n) = (70, 21, 133);
+    let a = TensorData::new(values(m * k, 41, 1.0), [k, m]);
+    let b = TensorData::new(values(k * n, 42, 1.0), [k, n]);
+    let reference = {
+        let device = Default::default();
+        let a = Tensor::<NdArray<f32>, 2>::from_data(a.clone(), &device).transpose();
+        data(a.matmul(Tensor::from_data(b.clone(), &device)))
+    };
+    let device = Default::default();
+    for tile in [ProductTile::HALF_ROWS, ProductTile::of(128, 128, 16).wide()] {
+        for (fma, paired_lanes) in [(true, true), (false, true), (true, false), (false, false)] {
+            let form = ProductForm { fma, paired_lanes };
+            let ta = Tensor::<WgpuUnfused, 2>::from_data(a.clone(), &device).transpose();
+            let tb = Tensor::<WgpuUnfused, 2>::from_data(b.clone(), &device);
+            let c = super::product_launch::product(
+                ta.into_primitive().tensor(),
+                tb.into_primitive().tensor(),
+                tile,
+                ProductShape::PLAIN,
+                form,
+            );
+            let c = Tensor::<WgpuUnfused, 2>::from_primitive(TensorPrimitive::Float(c));
+            close(&data(c), &reference, 1e-5, &format!("{} {form:?}", tile.name()));
+        }
+    }
+}
+
+/// Both placements give each unit of a tile its own place, lanes `ℓ` and `ℓ ^ 1` sharing a row
+/// of units (the same vector of `A`); in pairs lanes `ℓ` and `ℓ ^ 2` share a column too (the
+/// same vector of `B`), which in rows they do not.
+#[test]
+fn lanes_in_pairs_share_a_vectors_rows_with_their_neighbour_and_columns_with_the_next_and_cover_the_tile() {
+    for warps_n in [1usize, 2] {
+        for paired in [true, false] {
+            let units = 4 * 32 * warps_n;
+            let places: Vec<(usize, usize)> = (0..units).map(|u| unit_place(u, warps_n, paired)).collect();
+            let mut seen = places.clone();
+            seen.sort();
+            seen.dedup();
+            assert_eq!(seen.len(), units, "warps_n {warps_n} paired {paired}: two units share a place");
+            assert!(places.iter().all(|&(ty, tx)| ty < units / (8 * warps_n) && tx < 8 * warps_n));
+            let rows_paired = (0..units).all(|u| places[u].0 == places[u ^ 1].0);
+            let cols_paired = (0..units).all(|u| places[u].1 == places[u ^ 2].1);
+            assert!(rows_paired, "warps_n {warps_n} paired {paired}");
+            assert_eq!(cols_paired, paired, "warps_n {warps_n} paired {paired}");
+            // Either way a warp spans 4 rows and 8 columns of units.
+            for warp in 0..units / 32 {
+                let rows: std::collections::BTreeSet<usize> = (0..32).map(|l| places[32 * warp + l].0).collect();
+                let cols: std::collections::BTreeSet<usize> = (0..32).map(|l| places[32 * warp + l].1).collect();
+                assert_eq!((rows.len(), cols.len()), (4, 8));
+            }
+        }
+    }
+}

@@ -1,0 +1,91 @@
+//! How our GPU product kernel (`fused/cube/product.rs`) writes its inner loop, by two
+//! environment variables, each there so that one build can time both forms on a GPU (on
+//! lavapipe each pair gives the same bits, so only a GPU's time tells them apart):
+//!
+//! - `ATTEND_GPU_FMA`: `on` (the default), one fused multiply-add instruction each (`fma`);
+//!   `off`, a multiply and then an add (`acc += x·b`), as the kernel wrote them until the
+//!   forty-first session, which a driver may or may not fuse (docs/benchmarks.md, "Fused
+//!   multiply-adds and wide tiles in the product kernel").
+//! - `ATTEND_GPU_LANES`: `pairs` (the default), a warp's lanes placed so that lanes `n` and
+//!   `n ^ 1` read the same vector of `A` and lanes `n` and `n ^ 2` the same vector of `B`,
+//!   which on NVIDIA GPUs lets a 128-bit read of shared memory return in two passes where it
+//!   takes four; `rows`, the forty-first session's placement (8 consecutive lanes a row of
+//!   units), whose reads of `B` take four (docs/benchmarks.md, "A warp's lanes in pairs").
+
+use std::sync::OnceLock;
+
+/// The product kernel's inner loop: fused multiply-adds or not, lanes in pairs or in rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ProductForm {
+    /// Each multiply-add one `fma` (`ATTEND_GPU_FMA=on`).
+    pub fma: bool,
+    /// A warp's lanes placed in pairs that read the same vectors (`ATTEND_GPU_LANES=pairs`).
+    pub paired_lanes: bool,
+}
+
+impl ProductForm {
+    /// The defaults: `fma`, lanes in pairs.
+    pub const DEFAULT: ProductForm = ProductForm { fma: true, paired_lanes: true };
+}
+
+/// The values `ATTEND_GPU_FMA` takes, for its errors.
+const EXPECTED_FMA: &str = "on (the default: fused multiply-adds) or off (a multiply, then an add)";
+
+/// The values `ATTEND_GPU_LANES` takes, for its errors.
+const EXPECTED_LANES: &str =
+    "pairs (the default: lanes paired on the vectors they read) or rows (eight consecutive lanes a row)";
+
+/// A value of `ATTEND_GPU_FMA`: `on` (or empty) or `off`; anything else is an error that
+/// names the variable and the values it takes.
+pub fn parse_product_fma(value: &str) -> Result<bool, String> {
+    crate::env_switch::parse("ATTEND_GPU_FMA", value, &[("", true), ("on", true), ("off", false)], EXPECTED_FMA)
+}
+
+/// A value of `ATTEND_GPU_LANES`: `pairs` (or empty) or `rows`; anything else is an error
+/// that names the variable and the values it takes.
+pub fn parse_product_lanes(value: &str) -> Result<bool, String> {
+    let choices = [("", true), ("pairs", true), ("rows", false)];
+    crate::env_switch::parse("ATTEND_GPU_LANES", value, &choices, EXPECTED_LANES)
+}
+
+/// `ATTEND_GPU_FMA` and `ATTEND_GPU_LANES` read: each unset, or a value its parser takes.
+pub fn product_form_from_env() -> Result<ProductForm, String> {
+    Ok(ProductForm {
+        fma: crate::env_switch::read("ATTEND_GPU_FMA", true, EXPECTED_FMA, parse_product_fma)?,
+        paired_lanes: crate::env_switch::read("ATTEND_GPU_LANES", true, EXPECTED_LANES, parse_product_lanes)?,
+    })
+}
+
+/// The product kernel's form, read once from the environment (a value the runner would
+/// refuse counts as the default here; `xtask` checks both variables before a run).
+pub fn product_form() -> ProductForm {
+    static ENV: OnceLock<ProductForm> = OnceLock::new();
+    *ENV.get_or_init(|| product_form_from_env().unwrap_or(ProductForm::DEFAULT))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn product_fma_setting_takes_on_off_and_empty_and_names_the_variable_on_anything_else() {
+        assert_eq!(parse_product_fma(""), Ok(true));
+        assert_eq!(parse_product_fma(" on "), Ok(true));
+        assert_eq!(parse_product_fma("off"), Ok(false));
+        for wrong in ["yes", "1", "fused"] {
+            let error = parse_product_fma(wrong).unwrap_err();
+            assert!(error.contains("ATTEND_GPU_FMA") && error.contains("off") && error.contains(wrong), "{error}");
+        }
+    }
+
+    #[test]
+    fn product_lanes_setting_takes_pairs_rows_and_empty_and_names_the_variable_on_anything_else() {
+        assert_eq!(parse_product_lanes(""), Ok(true));
+        assert_eq!(parse_product_lanes(" pairs "), Ok(true));
+        assert_eq!(parse_product_lanes("rows"), Ok(false));
+        for wrong in ["paired", "on", "columns"] {
+            let error = parse_product_lanes(wrong).unwrap_err();
+            assert!(error.contains("ATTEND_GPU_LANES") && error.contains("rows") && error.contains(wrong), "{error}");
+        }
+    }
+}
