@@ -18,48 +18,59 @@
 use std::time::Instant;
 
 use attend_model::fused::{
-    linear_product, matmul, product_shaped, with_gpu_products, with_product_tile, GpuProducts, LinearProduct,
-    ProductShape, ProductTile, TileChoice, Triangle,
+    linear_product, matmul, product_form, product_shaped, with_gpu_products, with_product_form, with_product_tile,
+    GpuProducts, LinearProduct, ProductForm, ProductShape, ProductTile, TileChoice, Triangle,
 };
 use burn::tensor::backend::Backend;
 use burn::tensor::{Distribution, Tensor};
 
 use crate::error::TrainError;
 
-/// A kernel to time: CubeCL's, or ours with a choice of tile.
+/// A kernel to time: CubeCL's, or ours with a choice of tile and a form of its inner loop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProductKernel {
     pub products: GpuProducts,
     /// Our kernel's tiles (CubeCL's ignores them).
     pub tile: TileChoice,
+    /// Our kernel's inner loop (CubeCL's ignores it).
+    pub form: ProductForm,
 }
 
 impl ProductKernel {
     /// CubeCL's products.
-    pub const CUBECL: ProductKernel = ProductKernel { products: GpuProducts::Burn, tile: TileChoice::Auto };
+    pub const CUBECL: ProductKernel =
+        ProductKernel { products: GpuProducts::Burn, tile: TileChoice::Auto, form: ProductForm::DEFAULT };
 
-    /// CubeCL's, then ours under `auto` and under every tile.
+    /// CubeCL's, then ours under `auto` and under every tile, in the environment's form.
     pub fn all() -> Vec<ProductKernel> {
         let fixed = ProductTile::ALL.into_iter().map(TileChoice::Fixed);
-        Self::with_tiles(&std::iter::once(TileChoice::Auto).chain(fixed).collect::<Vec<_>>())
+        Self::with_tiles(&std::iter::once(TileChoice::Auto).chain(fixed).collect::<Vec<_>>(), &[product_form()])
     }
 
-    /// CubeCL's (every ratio's reference), then ours under each of `tiles` in turn.
-    pub fn with_tiles(tiles: &[TileChoice]) -> Vec<ProductKernel> {
-        let ours = tiles.iter().map(|&tile| ProductKernel { products: GpuProducts::Ours, tile });
+    /// CubeCL's (every ratio's reference), then ours under each of `tiles` in turn, each tile
+    /// in each of `forms`.
+    pub fn with_tiles(tiles: &[TileChoice], forms: &[ProductForm]) -> Vec<ProductKernel> {
+        let ours = tiles
+            .iter()
+            .flat_map(|&tile| forms.iter().map(move |&form| ProductKernel { products: GpuProducts::Ours, tile, form }));
         std::iter::once(Self::CUBECL).chain(ours).collect()
     }
 
-    /// `cubecl`, or `attend` and the tile (`attend auto`, `attend 128x128x8`).
+    /// `cubecl`, or `attend` and the tile (`attend auto`, `attend 128x128x8`), and the form
+    /// where it is not the default (`attend 64x128x8 lanes rows fma off`).
     pub fn name(&self) -> String {
         match self.products {
-            GpuProducts::Ours => format!("attend {}", self.tile.name()),
+            GpuProducts::Ours => {
+                let lanes = if self.form.paired_lanes { "" } else { " lanes rows" };
+                let fma = if self.form.fma { "" } else { " fma off" };
+                format!("attend {}{lanes}{fma}", self.tile.name())
+            }
             _ => "cubecl".to_string(),
         }
     }
 
     fn run<T>(&self, work: impl FnOnce() -> T) -> T {
-        with_gpu_products(self.products, || with_product_tile(self.tile, work))
+        with_gpu_products(self.products, || with_product_tile(self.tile, || with_product_form(self.form, work)))
     }
 }
 
@@ -252,11 +263,22 @@ mod tests {
     }
 
     #[test]
-    fn chosen_tiles_follow_cubecls_kernel_in_the_order_given() {
+    fn chosen_tiles_and_forms_follow_cubecls_kernel_in_the_order_given() {
         let wide = TileChoice::Fixed(ProductTile::of(64, 128, 8).wide());
-        let names: Vec<String> =
-            ProductKernel::with_tiles(&[wide, TileChoice::Auto]).iter().map(|k| k.name()).collect();
-        assert_eq!(names, ["cubecl", "attend 64x128x8w", "attend auto"]);
+        let old = ProductForm { fma: false, paired_lanes: false };
+        let kernels = ProductKernel::with_tiles(&[wide, TileChoice::Auto], &[ProductForm::DEFAULT, old]);
+        let names: Vec<String> = kernels.iter().map(|k| k.name()).collect();
+        assert_eq!(
+            names,
+            [
+                "cubecl",
+                "attend 64x128x8w",
+                "attend 64x128x8w lanes rows fma off",
+                "attend auto",
+                "attend auto lanes rows fma off"
+            ]
+        );
+        assert_eq!(kernels[2].form, old);
     }
 
     #[test]

@@ -42,6 +42,14 @@ pub struct BenchArgs {
     /// of `ATTEND_GPU_TILE` (`auto,64x128x8,64x128x8w`); default: `auto` and every tile.
     #[arg(long, value_delimiter = ',')]
     pub tiles: Vec<String>,
+    /// The placements of our kernel's lanes `bench products` times each tile in, comma-separated
+    /// values of `ATTEND_GPU_LANES` (`pairs,rows`); default: the environment's.
+    #[arg(long, value_delimiter = ',')]
+    pub lanes: Vec<String>,
+    /// The forms of our kernel's multiply-adds `bench products` times each tile in,
+    /// comma-separated values of `ATTEND_GPU_FMA` (`on,off`); default: the environment's.
+    #[arg(long, value_delimiter = ',')]
+    pub fma: Vec<String>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]

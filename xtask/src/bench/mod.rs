@@ -24,9 +24,12 @@ use args::Which;
 pub use peers::peak_rss_mb;
 
 pub fn run(args: BenchArgs) -> Result<()> {
-    if !args.tiles.is_empty() && args.which != Which::Products {
-        let name = args.which.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default();
-        anyhow::bail!("--tiles chooses the tiles of `bench products` only, not of `bench {name}`");
+    let chosen = [("--tiles", &args.tiles), ("--lanes", &args.lanes), ("--fma", &args.fma)];
+    if let Some((flag, _)) = chosen.iter().find(|(_, values)| !values.is_empty()) {
+        if args.which != Which::Products {
+            let name = args.which.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default();
+            anyhow::bail!("{flag} chooses what `bench products` times, not `bench {name}`");
+        }
     }
     if matches!(args.which, Which::Bpe | Which::All) {
         bpe::bench_bpe(&args)?;

@@ -7,7 +7,10 @@
 //! CubeCL's.
 
 use anyhow::Result;
-use attend_model::fused::parse_product_tile;
+use attend_model::fused::{
+    parse_product_fma, parse_product_lanes, parse_product_tile, product_form, GpuProducts, ProductForm, ProductTile,
+    TileChoice,
+};
 use attend_train::product_bench::{
     time_attention_products, time_linear_products, ProductKernel, NANOGPT_GPU_ATTENTION, NANOGPT_GPU_MAPS,
 };
@@ -39,10 +42,6 @@ impl OnBackend for Products {
         times.extend(time_attention_products::<B::InnerBackend>(
             device, self.rows, attention, &kernels, WARMUP, self.reps,
         )?);
-        // The environment's form of our kernel's inner loop (`ATTEND_GPU_FMA`, `ATTEND_GPU_LANES`).
-        let form = attend_model::fused::product_form();
-        let lanes = if form.paired_lanes { "pairs" } else { "rows" };
-        eprintln!("our kernel: fma {}, lanes {lanes}", if form.fma { "on" } else { "off" });
         eprintln!("ms per product; in brackets over CubeCL's time; kernels: {}", {
             let names: Vec<String> = kernels.iter().map(|k| k.name()).collect();
             names.join(", ")
@@ -50,9 +49,13 @@ impl OnBackend for Products {
         for same in times.chunks(kernels.len()) {
             let cubecl = &same[0];
             for t in same {
+                // Our kernel's form (null for CubeCL's, which has none).
+                let ours = t.kernel.products == GpuProducts::Ours;
+                let fma = ours.then_some(t.kernel.form.fma);
+                let lanes = ours.then_some(if t.kernel.form.paired_lanes { "pairs" } else { "rows" });
                 emit(json!({"bench": "product", "backend": self.backend, "map": [t.map.0, t.map.1],
                             "product": t.product, "dims": t.dims, "matrices": t.matrices,
-                            "kernel": t.kernel.name(), "fma": form.fma, "lanes": lanes,
+                            "kernel": t.kernel.name(), "fma": fma, "lanes": lanes,
                             "reps": self.reps, "ms": t.seconds * 1e3,
                             "tflops": t.tflops(), "over_cubecl": t.seconds / cubecl.seconds}));
             }
@@ -83,12 +86,48 @@ pub fn bench_products(args: &BenchArgs) -> Result<()> {
              --backend wgpu, wgpu-unfused or cuda (a build with --features wgpu or cuda)"
         );
     }
-    let kernels = if args.tiles.is_empty() {
-        ProductKernel::all()
-    } else {
-        let tiles = args.tiles.iter().map(|t| parse_product_tile(t)).collect::<Result<Vec<_>, _>>();
-        ProductKernel::with_tiles(&tiles.map_err(|e| anyhow::anyhow!("--tiles takes ATTEND_GPU_TILE's values: {e}"))?)
-    };
+    let kernels = kernels(args)?;
     let work = Products { kernels, rows: args.rows, reps: args.reps.max(1) * 10, backend: args.backend.name() };
     run_on(args.backend, work)
+}
+
+/// The kernels `--tiles`, `--lanes` and `--fma` ask for: every tile in the environment's form
+/// where none is given, else each tile named (or `auto` and every tile) in each form named.
+fn kernels(args: &BenchArgs) -> Result<Vec<ProductKernel>> {
+    if args.tiles.is_empty() && args.lanes.is_empty() && args.fma.is_empty() {
+        return Ok(ProductKernel::all());
+    }
+    let flag =
+        |name: &'static str, var: &'static str| move |e: String| anyhow::anyhow!("{name} takes {var}'s values: {e}");
+    let tiles: Vec<TileChoice> = if args.tiles.is_empty() {
+        std::iter::once(TileChoice::Auto).chain(ProductTile::ALL.into_iter().map(TileChoice::Fixed)).collect()
+    } else {
+        args.tiles
+            .iter()
+            .map(|t| parse_product_tile(t))
+            .collect::<Result<_, _>>()
+            .map_err(flag("--tiles", "ATTEND_GPU_TILE"))?
+    };
+    let env = product_form();
+    let lanes: Vec<bool> = if args.lanes.is_empty() {
+        vec![env.paired_lanes]
+    } else {
+        args.lanes
+            .iter()
+            .map(|l| parse_product_lanes(l))
+            .collect::<Result<_, _>>()
+            .map_err(flag("--lanes", "ATTEND_GPU_LANES"))?
+    };
+    let fma: Vec<bool> = if args.fma.is_empty() {
+        vec![env.fma]
+    } else {
+        args.fma
+            .iter()
+            .map(|f| parse_product_fma(f))
+            .collect::<Result<_, _>>()
+            .map_err(flag("--fma", "ATTEND_GPU_FMA"))?
+    };
+    let forms: Vec<ProductForm> =
+        lanes.iter().flat_map(|&paired_lanes| fma.iter().map(move |&fma| ProductForm { fma, paired_lanes })).collect();
+    Ok(ProductKernel::with_tiles(&tiles, &forms))
 }

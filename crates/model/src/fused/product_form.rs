@@ -12,6 +12,7 @@
 //!   takes four; `rows`, the forty-first session's placement (8 consecutive lanes a row of
 //!   units), whose reads of `B` take four (docs/benchmarks.md, "A warp's lanes in pairs").
 
+use std::cell::Cell;
 use std::sync::OnceLock;
 
 /// The product kernel's inner loop: fused multiply-adds or not, lanes in pairs or in rows.
@@ -56,11 +57,31 @@ pub fn product_form_from_env() -> Result<ProductForm, String> {
     })
 }
 
-/// The product kernel's form, read once from the environment (a value the runner would
-/// refuse counts as the default here; `xtask` checks both variables before a run).
+thread_local! {
+    /// The form on this thread (`None`: the environment's), set by [`with_product_form`].
+    static FORM: Cell<Option<ProductForm>> = const { Cell::new(None) };
+}
+
+/// The product kernel's form in force on this thread: [`with_product_form`]'s, else the
+/// environment's, read once (a value the runner would refuse counts as the default here;
+/// `xtask` checks both variables before a run).
 pub fn product_form() -> ProductForm {
     static ENV: OnceLock<ProductForm> = OnceLock::new();
+    if let Some(form) = FORM.with(|f| f.get()) {
+        return form;
+    }
     *ENV.get_or_init(|| product_form_from_env().unwrap_or(ProductForm::DEFAULT))
+}
+
+/// Runs `work` with `form` in force on this thread, whatever the environment says (the
+/// product benchmark times both forms of each tile in one process; burn-fusion's product
+/// operation runs its kernel in the form in force when it was registered); the form before is
+/// restored after.
+pub fn with_product_form<T>(form: ProductForm, work: impl FnOnce() -> T) -> T {
+    let before = FORM.with(|f| f.replace(Some(form)));
+    let out = work();
+    FORM.with(|f| f.set(before));
+    out
 }
 
 #[cfg(test)]
@@ -76,6 +97,16 @@ mod tests {
             let error = parse_product_fma(wrong).unwrap_err();
             assert!(error.contains("ATTEND_GPU_FMA") && error.contains("off") && error.contains(wrong), "{error}");
         }
+    }
+
+    #[test]
+    fn with_product_form_sets_the_form_for_its_work_and_restores_the_one_before() {
+        let initial = product_form();
+        let rows = ProductForm { fma: true, paired_lanes: false };
+        let mul = ProductForm { fma: false, paired_lanes: true };
+        let inner = with_product_form(rows, || (product_form(), with_product_form(mul, product_form), product_form()));
+        assert_eq!(inner, (rows, mul, rows));
+        assert_eq!(product_form(), initial);
     }
 
     #[test]

@@ -43,14 +43,16 @@ impl<B: FusionBackend + FusedOps> FusedProducts for Fusion<B> {
         }
         let dtype = a.dtype;
         let inputs = vec![(a, Kind::Float), (b, Kind::Float)];
-        // The operation runs when burn-fusion flushes: under the tile in force now.
-        let tile = crate::fused::product_tile();
+        // The operation runs when burn-fusion flushes: under the tile and form in force now.
+        let (tile, form) = (crate::fused::product_tile(), crate::fused::product_form());
         let id =
             if product == crate::fused::ProductShape::PLAIN { "attend::product" } else { "attend::product_shaped" };
         let [c] = register::<B, 1>(id, inputs, [(shape, dtype)], move |args| {
             let mut args = args.into_iter();
             crate::fused::with_product_tile(tile, || {
-                [B::fused_product_shaped(next(&mut args).float(), next(&mut args).float(), product)]
+                crate::fused::with_product_form(form, || {
+                    [B::fused_product_shaped(next(&mut args).float(), next(&mut args).float(), product)]
+                })
             })
         });
         c

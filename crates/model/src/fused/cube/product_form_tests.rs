@@ -71,3 +71,33 @@ fn lanes_in_pairs_share_a_vectors_rows_with_their_neighbour_and_columns_with_the
         }
     }
 }
+
+/// burn-fusion's product operation runs when the stream is flushed, in the form in force when
+/// it was registered (as with the tile), so that `bench products` times each form it asks for.
+#[test]
+fn fusion_runs_the_product_in_the_form_in_force_at_registration() {
+    use crate::fused::products::CHOICE;
+    use crate::fused::{with_product_form, GpuProducts};
+
+    let _turn = super::tests::serial();
+    CHOICE.with(|p| p.set(Some(GpuProducts::Ours)));
+    let (m, k, n) = (40, 24, 72);
+    let (a, b) = (TensorData::new(values(m * k, 43, 1.0), [m, k]), TensorData::new(values(k * n, 44, 1.0), [k, n]));
+    let reference = {
+        let device = Default::default();
+        let a = Tensor::<NdArray<f32>, 2>::from_data(a.clone(), &device);
+        data(a.matmul(Tensor::from_data(b.clone(), &device)))
+    };
+    let device = Default::default();
+    for form in [ProductForm { fma: false, paired_lanes: false }, ProductForm::DEFAULT] {
+        let c = with_product_form(form, || {
+            let a = Tensor::<burn_wgpu::Wgpu, 2>::from_data(a.clone(), &device);
+            let b = Tensor::<burn_wgpu::Wgpu, 2>::from_data(b.clone(), &device);
+            crate::fused::products::product(a, b)
+        });
+        *super::product_launch::LAST_FORM.lock().unwrap() = None;
+        close(&data(c), &reference, 1e-5, &format!("registered in {form:?}, flushed after"));
+        assert_eq!(*super::product_launch::LAST_FORM.lock().unwrap(), Some(form), "the form at registration");
+    }
+    CHOICE.with(|p| p.set(None));
+}

@@ -80,6 +80,7 @@ pub(super) fn product<R: CubeRuntime>(
     #[cfg(test)]
     {
         *LAST_TILE.lock().unwrap() = Some(tile);
+        *LAST_FORM.lock().unwrap() = Some(form);
         LAUNCHES.lock().unwrap().push((shape, batch));
     }
     #[cfg(test)]
@@ -124,6 +125,10 @@ pub(super) fn product<R: CubeRuntime>(
 /// The tile of the kernel's last launch (tests only).
 #[cfg(test)]
 pub(super) static LAST_TILE: std::sync::Mutex<Option<ProductTile>> = std::sync::Mutex::new(None);
+
+/// The form of the kernel's last launch (tests only).
+#[cfg(test)]
+pub(super) static LAST_FORM: std::sync::Mutex<Option<ProductForm>> = std::sync::Mutex::new(None);
 
 /// The shape (triangle, heads last) and the number of matrices of every launch since the list
 /// was last cleared (tests only).
