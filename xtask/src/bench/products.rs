@@ -97,6 +97,11 @@ fn kernels(args: &BenchArgs) -> Result<Vec<ProductKernel>> {
     if args.tiles.is_empty() && args.lanes.is_empty() && args.fma.is_empty() {
         return Ok(ProductKernel::all());
     }
+    // An empty item (`--tiles auto,`) would parse as the default and time it twice.
+    let lists = [("--tiles", &args.tiles), ("--lanes", &args.lanes), ("--fma", &args.fma)];
+    if let Some((name, _)) = lists.iter().find(|(_, items)| items.iter().any(|i| i.trim().is_empty())) {
+        anyhow::bail!("{name} has an empty item: give its values separated by single commas");
+    }
     let flag =
         |name: &'static str, var: &'static str| move |e: String| anyhow::anyhow!("{name} takes {var}'s values: {e}");
     let tiles: Vec<TileChoice> = if args.tiles.is_empty() {

@@ -8,8 +8,8 @@
 //!   multiply-adds and wide tiles in the product kernel").
 //! - `ATTEND_GPU_LANES`: `pairs` (the default), a warp's lanes placed so that lanes `n` and
 //!   `n ^ 1` read the same vector of `A` and lanes `n` and `n ^ 2` the same vector of `B`,
-//!   which on NVIDIA GPUs lets a 128-bit read of shared memory return in two passes where it
-//!   takes four; `rows`, the forty-first session's placement (8 consecutive lanes a row of
+//!   which NVIDIA describes (for compute capability 7.x) as letting a 128-bit read of shared
+//!   memory return in two passes where it takes four; `rows`, the forty-first session's placement (8 consecutive lanes a row of
 //!   units), whose reads of `B` take four (docs/benchmarks.md, "A warp's lanes in pairs").
 
 use std::cell::Cell;
@@ -78,10 +78,15 @@ pub fn product_form() -> ProductForm {
 /// operation runs its kernel in the form in force when it was registered); the form before is
 /// restored after.
 pub fn with_product_form<T>(form: ProductForm, work: impl FnOnce() -> T) -> T {
-    let before = FORM.with(|f| f.replace(Some(form)));
-    let out = work();
-    FORM.with(|f| f.set(before));
-    out
+    /// Puts the form before back when dropped, so that a panic in `work` leaves no override.
+    struct Restore(Option<ProductForm>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            FORM.with(|f| f.set(self.0));
+        }
+    }
+    let _restore = Restore(FORM.with(|f| f.replace(Some(form))));
+    work()
 }
 
 #[cfg(test)]
@@ -107,6 +112,9 @@ mod tests {
         let inner = with_product_form(rows, || (product_form(), with_product_form(mul, product_form), product_form()));
         assert_eq!(inner, (rows, mul, rows));
         assert_eq!(product_form(), initial);
+        let panicked = std::panic::catch_unwind(|| with_product_form(rows, || panic!("in the work")));
+        assert!(panicked.is_err());
+        assert_eq!(product_form(), initial, "a panic in the work leaves no override behind");
     }
 
     #[test]

@@ -176,10 +176,15 @@ pub fn product_tile() -> TileChoice {
 /// its kernel under the choice in force when it was registered); the setting before is
 /// restored after.
 pub fn with_product_tile<T>(choice: TileChoice, work: impl FnOnce() -> T) -> T {
-    let before = CHOICE.with(|t| t.replace(Some(choice)));
-    let out = work();
-    CHOICE.with(|t| t.set(before));
-    out
+    /// Puts the choice before back when dropped, so that a panic in `work` leaves no override.
+    struct Restore(Option<TileChoice>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            CHOICE.with(|t| t.set(self.0));
+        }
+    }
+    let _restore = Restore(CHOICE.with(|t| t.replace(Some(choice))));
+    work()
 }
 
 #[cfg(test)]
@@ -212,6 +217,9 @@ mod tests {
             with_product_tile(narrow, || (product_tile(), with_product_tile(deep, product_tile), product_tile()));
         assert_eq!(inner, (narrow, deep, narrow));
         assert_eq!(product_tile(), initial);
+        let panicked = std::panic::catch_unwind(|| with_product_tile(narrow, || panic!("in the work")));
+        assert!(panicked.is_err());
+        assert_eq!(product_tile(), initial, "a panic in the work leaves no override behind");
     }
 
     #[test]

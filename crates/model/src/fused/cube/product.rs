@@ -20,8 +20,8 @@
 //! across the warp) for 64 multiply-adds, where the first form of this kernel (scalar reads,
 //! two synchronizations a step) took sixteen. The warp's lanes are placed in pairs that read
 //! the same vectors ([`unit_place`], `ATTEND_GPU_LANES=pairs`, the default; `rows` keeps eight
-//! consecutive lanes a row), so that on NVIDIA GPUs each read returns in two passes of shared
-//! memory, not four. An operand whose rows are contiguous (`B` = `W`
+//! consecutive lanes a row), so that each read returns in two passes of shared memory, not
+//! four, where NVIDIA's rule for such pairs holds (described for compute capability 7.x). An operand whose rows are contiguous (`B` = `W`
 //! in the forward, both operands of a weight gradient) is read from global memory as vectors
 //! of four rows, one 128-bit read where four were, and `C` is written four columns at a time,
 //! where the sizes allow (`product_launch::vectors_of_four_rows`).
