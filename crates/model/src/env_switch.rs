@@ -26,3 +26,22 @@ pub(crate) fn read<T>(
         Err(std::env::VarError::NotUnicode(_)) => Err(format!("{name} is not UTF-8: expected {expected}")),
     }
 }
+
+/// Runs `work` with `value` as `slot`'s setting on this thread (a switch's per-thread override
+/// of the environment: `with_product_tile`, `with_product_form`, `with_gpu_products`), and puts
+/// the setting before back after it, even when `work` panics.
+pub(crate) fn with_override<T: Copy + 'static, R>(
+    slot: &'static std::thread::LocalKey<std::cell::Cell<Option<T>>>,
+    value: T,
+    work: impl FnOnce() -> R,
+) -> R {
+    /// Puts the setting before back when dropped.
+    struct Restore<T: Copy + 'static>(&'static std::thread::LocalKey<std::cell::Cell<Option<T>>>, Option<T>);
+    impl<T: Copy + 'static> Drop for Restore<T> {
+        fn drop(&mut self) {
+            self.0.with(|cell| cell.set(self.1));
+        }
+    }
+    let _restore = Restore(slot, slot.with(|cell| cell.replace(Some(value))));
+    work()
+}

@@ -102,37 +102,33 @@ fn kernels(args: &BenchArgs) -> Result<Vec<ProductKernel>> {
     if let Some((name, _)) = lists.iter().find(|(_, items)| items.iter().any(|i| i.trim().is_empty())) {
         anyhow::bail!("{name} has an empty item: give its values separated by single commas");
     }
-    let flag =
-        |name: &'static str, var: &'static str| move |e: String| anyhow::anyhow!("{name} takes {var}'s values: {e}");
-    let tiles: Vec<TileChoice> = if args.tiles.is_empty() {
+    let tiles = if args.tiles.is_empty() {
         std::iter::once(TileChoice::Auto).chain(ProductTile::ALL.into_iter().map(TileChoice::Fixed)).collect()
     } else {
-        args.tiles
-            .iter()
-            .map(|t| parse_product_tile(t))
-            .collect::<Result<_, _>>()
-            .map_err(flag("--tiles", "ATTEND_GPU_TILE"))?
+        parsed(&args.tiles, "--tiles", "ATTEND_GPU_TILE", parse_product_tile)?
     };
     let env = product_form();
-    let lanes: Vec<bool> = if args.lanes.is_empty() {
+    let lanes = if args.lanes.is_empty() {
         vec![env.paired_lanes]
     } else {
-        args.lanes
-            .iter()
-            .map(|l| parse_product_lanes(l))
-            .collect::<Result<_, _>>()
-            .map_err(flag("--lanes", "ATTEND_GPU_LANES"))?
+        parsed(&args.lanes, "--lanes", "ATTEND_GPU_LANES", parse_product_lanes)?
     };
-    let fma: Vec<bool> = if args.fma.is_empty() {
+    let fma = if args.fma.is_empty() {
         vec![env.fma]
     } else {
-        args.fma
-            .iter()
-            .map(|f| parse_product_fma(f))
-            .collect::<Result<_, _>>()
-            .map_err(flag("--fma", "ATTEND_GPU_FMA"))?
+        parsed(&args.fma, "--fma", "ATTEND_GPU_FMA", parse_product_fma)?
     };
     let forms: Vec<ProductForm> =
         lanes.iter().flat_map(|&paired_lanes| fma.iter().map(move |&fma| ProductForm { fma, paired_lanes })).collect();
     Ok(ProductKernel::with_tiles(&tiles, &forms))
+}
+
+/// `flag`'s values, each read as the environment variable `var` would be by `parse`.
+fn parsed<T>(
+    values: &[String],
+    flag: &str,
+    var: &str,
+    parse: impl Fn(&str) -> std::result::Result<T, String>,
+) -> Result<Vec<T>> {
+    values.iter().map(|v| parse(v).map_err(|e| anyhow::anyhow!("{flag} takes {var}'s values: {e}"))).collect()
 }

@@ -78,15 +78,7 @@ pub fn product_form() -> ProductForm {
 /// operation runs its kernel in the form in force when it was registered); the form before is
 /// restored after.
 pub fn with_product_form<T>(form: ProductForm, work: impl FnOnce() -> T) -> T {
-    /// Puts the form before back when dropped, so that a panic in `work` leaves no override.
-    struct Restore(Option<ProductForm>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            FORM.with(|f| f.set(self.0));
-        }
-    }
-    let _restore = Restore(FORM.with(|f| f.replace(Some(form))));
-    work()
+    crate::env_switch::with_override(&FORM, form, work)
 }
 
 #[cfg(test)]

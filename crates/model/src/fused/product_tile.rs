@@ -176,15 +176,7 @@ pub fn product_tile() -> TileChoice {
 /// its kernel under the choice in force when it was registered); the setting before is
 /// restored after.
 pub fn with_product_tile<T>(choice: TileChoice, work: impl FnOnce() -> T) -> T {
-    /// Puts the choice before back when dropped, so that a panic in `work` leaves no override.
-    struct Restore(Option<TileChoice>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            CHOICE.with(|t| t.set(self.0));
-        }
-    }
-    let _restore = Restore(CHOICE.with(|t| t.replace(Some(choice))));
-    work()
+    crate::env_switch::with_override(&CHOICE, choice, work)
 }
 
 #[cfg(test)]

@@ -112,10 +112,7 @@ thread_local! {
 /// product benchmark times both kernels in one process); the thread's setting before is
 /// restored after.
 pub fn with_gpu_products<T>(choice: GpuProducts, work: impl FnOnce() -> T) -> T {
-    let before = CHOICE.with(|p| p.replace(Some(choice)));
-    let out = work();
-    CHOICE.with(|p| p.set(before));
-    out
+    crate::env_switch::with_override(&CHOICE, choice, work)
 }
 
 /// One of the three products of a linear map `x·W` (`x`: `[rows, d_in]`, `W`: `[d_in, d_out]`)
