@@ -96,9 +96,6 @@ pub fn run_on<W: OnBackend>(backend: Backend, work: W) -> Result<W::Output> {
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 fn gpu_setup() -> Result<()> {
     crate::kernel_cache::configure()?;
-    attend_model::fused::gpu_kernels_from_env().map_err(anyhow::Error::msg)?;
-    attend_model::fused::gpu_products_from_env().map_err(anyhow::Error::msg)?;
-    attend_model::fused::product_tile_from_env().map_err(anyhow::Error::msg)?;
-    attend_model::fused::product_form_from_env().map_err(anyhow::Error::msg)?;
+    attend_model::fused::gpu_switches_from_env().map_err(anyhow::Error::msg)?;
     Ok(())
 }

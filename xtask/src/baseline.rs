@@ -31,8 +31,14 @@ pub fn run(args: BaselineArgs) -> Result<()> {
     let started = Instant::now();
     let train = read_lines(&args.data)?;
     let eval = read_lines(&args.eval)?;
+    for (flag, path, lines) in [("--data", &args.data, &train), ("--eval", &args.eval, &eval)] {
+        if lines.is_empty() {
+            anyhow::bail!("{flag} {}: the file has no lines (expected text, one sentence a line)", path.display());
+        }
+    }
     let order = usize::from(args.order);
-    let report = baselines(&train, &eval, order).with_context(|| format!("training on {}", args.data.display()))?;
+    let report = baselines(&train, &eval, order)
+        .with_context(|| format!("--data {} scored on --eval {}", args.data.display(), args.eval.display()))?;
 
     println!(
         "train: {} ({} lines, {} tokens with <eos>), vocabulary {} (with <eos> and <unk>)",

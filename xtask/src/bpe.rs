@@ -31,7 +31,7 @@ enum BpeCommand {
         #[arg(long)]
         merges: Option<usize>,
         /// Classic BPE: where to write subword-nmt's codes file (default: the output with `.codes`).
-        #[arg(long, requires = "classic")]
+        #[arg(long)]
         codes: Option<PathBuf>,
         /// Where to write tokenizer.json (written atomically).
         #[arg(long)]
@@ -62,6 +62,9 @@ pub fn run(args: BpeArgs) -> Result<()> {
     match args.command {
         BpeCommand::Train { inputs, classic: true, merges, codes, output, min_frequency, .. } => {
             train_classic(&inputs, merges.unwrap_or(0), min_frequency, &output, codes)
+        }
+        BpeCommand::Train { merges: Some(_), .. } | BpeCommand::Train { codes: Some(_), .. } => {
+            bail!("--merges and --codes are classic BPE's: add --classic, or train byte-level BPE with --vocab-size alone")
         }
         BpeCommand::Train { inputs, vocab_size, output, min_frequency, special, .. } => {
             let vocab_size = vocab_size.context("--vocab-size is required (or --classic with --merges)")?;
@@ -108,11 +111,12 @@ fn train_classic(
         );
     }
     let mut text = String::new();
+    // Plain or gzipped, as the byte-level trainer reads them; a line that is not UTF-8 is named.
     for input in inputs {
-        text.push_str(
-            &std::fs::read_to_string(input).with_context(|| format!("{}: expected UTF-8 text", input.display()))?,
-        );
-        text.push('\n');
+        for line in attend_metrics::lines::read_lines(input)? {
+            text.push_str(&line);
+            text.push('\n');
+        }
     }
     let bpe = attend_bpe::classic::learn(&text, merges, min_frequency);
     bpe.save(&codes, output)?;

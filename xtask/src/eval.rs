@@ -29,7 +29,7 @@ pub struct EvalArgs {
     #[arg(long, value_enum, default_value_t = SplitArg::Valid)]
     split: SplitArg,
     /// Score this text file instead of a split.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "split")]
     data: Option<PathBuf>,
     /// Add dynamic evaluation (eval.dynamic_segment, eval.dynamic_lr, eval.dynamic_decay).
     #[arg(long)]

@@ -49,6 +49,9 @@ pub fn run(args: GenerateArgs) -> Result<()> {
             anyhow::bail!("--top-p {p}: expected a number in (0, 1]");
         }
     }
+    if args.temperature == 0.0 && (args.top_k.is_some() || args.top_p.is_some()) {
+        anyhow::bail!("--temperature 0 is greedy, which --top-k and --top-p do not change: drop them, or sample at a temperature above 0");
+    }
     run_on(args.backend, args)
 }
 

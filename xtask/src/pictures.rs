@@ -38,9 +38,9 @@ pub fn run_attention(args: AttentionArgs) -> Result<()> {
 
 #[derive(Args)]
 pub struct PositionsArgs {
-    /// Width of the sinusoidal encodings (ignored with --run).
-    #[arg(long, default_value_t = 128)]
-    d_model: usize,
+    /// Width of the sinusoidal encodings (default 128; a run's table has its own).
+    #[arg(long, conflicts_with = "run")]
+    d_model: Option<usize>,
     /// Positions to draw (default: 100 sinusoids, or the whole of a run's table).
     #[arg(long)]
     len: Option<usize>,
@@ -53,13 +53,19 @@ pub struct PositionsArgs {
 }
 
 pub fn run_positions(args: PositionsArgs) -> Result<()> {
-    if args.d_model == 0 || args.len == Some(0) {
+    let d_model = args.d_model.unwrap_or(128);
+    if d_model == 0 || args.len == Some(0) {
         anyhow::bail!("--d-model and --len must be at least 1");
+    }
+    // One cell a position and dimension: past this the picture is neither drawable nor readable.
+    const MOST: usize = 4096;
+    if d_model > MOST || args.len.is_some_and(|len| len > MOST) {
+        anyhow::bail!("--d-model {d_model} --len {:?}: at most {MOST} each (one cell of the picture each)", args.len);
     }
     let panel = match &args.run {
         Some(run) => learned_panel::<B>(run, args.len, &Default::default())
             .with_context(|| format!("reading the positions of {}", run.display()))?,
-        None => sinusoid_panel(args.d_model, args.len.unwrap_or(100)),
+        None => sinusoid_panel(d_model, args.len.unwrap_or(100)),
     };
     write_positions(&panel, &args.out)?;
     println!("wrote {} ({} positions x {} dimensions)", args.out.display(), panel.rows.len(), panel.cols.len());

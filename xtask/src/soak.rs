@@ -20,7 +20,7 @@ enum Which {
 #[derive(Args)]
 pub struct SoakArgs {
     /// Kills in all (with both tasks, the language model takes the odd one).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     kills: usize,
     /// Where the runs go (removed and rewritten; kept for a look afterwards).
     #[arg(long, default_value = "runs/soak")]

@@ -62,9 +62,10 @@ pub struct ParallelArgs {
     #[arg(long, value_name = "ws://HOST:PORT", requires = "nodes")]
     node_address: Option<String>,
     /// Seconds peers may take to join, and the longest any collective operation may wait
-    /// (another node's evaluation included) before the run stops with an error.
-    #[arg(long, default_value_t = 600)]
-    peer_timeout: u64,
+    /// (another node's evaluation included) before the run stops with an error (default 600;
+    /// data-parallel runs only).
+    #[arg(long)]
+    peer_timeout: Option<u64>,
     /// Fault injection for the tests: PEER:STEP makes that peer panic at that step.
     #[arg(long, hide = true, value_parser = parse_fail)]
     fail_peer: Option<(usize, u64)>,
@@ -88,9 +89,12 @@ impl ParallelArgs {
             _ => None,
         };
         if self.devices == 1 && nodes.is_none() {
+            if self.peer_timeout.is_some() || self.fail_peer.is_some() {
+                anyhow::bail!("--peer-timeout and --fail-peer apply to data-parallel runs (--devices above 1, or --nodes): this run has one device");
+            }
             return Ok(None);
         }
-        let timeout = std::time::Duration::from_secs(self.peer_timeout);
+        let timeout = std::time::Duration::from_secs(self.peer_timeout.unwrap_or(600));
         let fault = self.fail_peer.map(|(peer, step)| Fault { peer, step, kind: FaultKind::Panic });
         Ok(Some(Parallel { devices: self.devices, nodes, timeout, fault }))
     }

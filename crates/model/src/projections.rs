@@ -67,14 +67,14 @@ pub(crate) fn packs<B: 'static>() -> bool {
 }
 
 /// The tests' choice on this thread, else the environment's, read once (a value the runner
-/// would refuse counts as `auto` here; `xtask` checks it before a run).
+/// would refuse runs `auto` here, said on stderr; `xtask` checks it before a run).
 fn setting() -> Projections {
     static ENV: std::sync::OnceLock<Projections> = std::sync::OnceLock::new();
     #[cfg(test)]
     if let Some(setting) = TEST_PROJECTIONS.with(|p| p.get()) {
         return setting;
     }
-    *ENV.get_or_init(|| projections_from_env().unwrap_or(Projections::Auto))
+    *ENV.get_or_init(|| crate::env_switch::or_default(projections_from_env(), Projections::Auto, "auto"))
 }
 
 #[cfg(test)]

@@ -38,19 +38,22 @@ pub enum TrainError {
     InitFrom { run: PathBuf, message: String },
     #[error("{0}")]
     Usage(String),
+    #[error("{}: the vocabulary the data gives now differs from the one this run was trained with (or the file is missing): the data, --data-dir or the data section changed since the run began; resume with the data it started from", .0.display())]
+    VocabularyChanged(PathBuf),
     #[error("train.freeze: {0}")]
     Freeze(String),
     #[error("{0} holds a language model (model.arch = \"lm\" or \"notes\"); translation needs an encoder-decoder run (arch = \"seq2seq\")")]
     NotMt(PathBuf),
 }
 
-/// An unusable `generate` prompt.
+/// An unusable text given on the command line (`generate --prompt`, `attention --text`): the
+/// flag's name, then what is wrong.
 #[derive(Debug, thiserror::Error)]
 pub enum PromptError {
-    #[error("--prompt: {0:?} is not in the run's vocabulary")]
-    UnknownSymbol(String),
-    #[error("--prompt is empty: give at least one token of text")]
-    Empty,
+    #[error("{0}: {1:?} is not in the run's vocabulary")]
+    UnknownSymbol(&'static str, String),
+    #[error("{0} is empty: give at least one token of text")]
+    Empty(&'static str),
 }
 
 /// An error unless `path` (`flag`'s directory, where a command writes its files) is new or

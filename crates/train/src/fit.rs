@@ -262,7 +262,7 @@ pub(crate) fn fit_as<B: AutodiffBackend, T: Task<B>>(
         if saving && peer.writes() {
             peer.alone(true);
             run::save(&ckpt_root.join(checkpoint::step_dir_name(step)), &model, &optim, &state)?;
-            checkpoint::prune(&ckpt_root, t.keep_checkpoints.max(t.average_last).max(1), t.checkpoint_every)?;
+            checkpoint::prune(&ckpt_root, t.keep_checkpoints.max(t.average_last), t.checkpoint_every)?;
         }
         peer.alone(false);
         if last_step || early_stopped || interrupted {

@@ -29,9 +29,12 @@ pub fn generate<B: Backend>(
     device: &B::Device,
 ) -> Result<String, TrainError> {
     let trained = load_lm::<B>(run, device)?;
-    let ids = trained.codec.encode_prompt(prompt).map_err(|s| TrainError::Prompt(PromptError::UnknownSymbol(s)))?;
+    let ids = trained
+        .codec
+        .encode_prompt(prompt)
+        .map_err(|s| TrainError::Prompt(PromptError::UnknownSymbol("--prompt", s)))?;
     if ids.is_empty() {
-        return Err(TrainError::Prompt(PromptError::Empty));
+        return Err(TrainError::Prompt(PromptError::Empty("--prompt")));
     }
     let x = Tensor::<B, 2, Int>::from_data(
         TensorData::new(ids.iter().map(|&t| t as i64).collect::<Vec<_>>(), [1, ids.len()]),

@@ -49,6 +49,7 @@ pub mod tasks;
 pub mod tfevents;
 pub mod trained;
 pub mod translate;
+mod vocab_check;
 pub mod whole_file;
 
 pub use error::TrainError;

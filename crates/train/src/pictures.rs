@@ -88,7 +88,14 @@ pub fn attention<B: Backend>(
 ) -> Result<Vec<PathBuf>, TrainError> {
     let config = RunConfig::from_resolved(&run.join("config.toml"))?;
     std::fs::create_dir_all(out).map_err(io_err(out))?;
-    let empty = || TrainError::Prompt(PromptError::Empty);
+    if source.is_some() && config.model.arch != attend_model::Arch::Seq2seq {
+        return Err(TrainError::Usage(format!(
+            "--source is the sentence a translation model translates (model.arch = \"seq2seq\"); {} holds model.arch = \"{}\": drop --source",
+            run.display(),
+            format!("{:?}", config.model.arch).to_lowercase()
+        )));
+    }
+    let empty = || TrainError::Prompt(PromptError::Empty("--text"));
     let mut files = Vec::new();
     match config.model.arch {
         attend_model::Arch::Seq2seq => {
@@ -125,7 +132,8 @@ pub fn attention<B: Backend>(
         }
         attend_model::Arch::Encoder => {
             let codec = LmCodec::load(run)?;
-            let ids = codec.encode_prompt(text).map_err(|s| TrainError::Prompt(PromptError::UnknownSymbol(s)))?;
+            let ids =
+                codec.encode_prompt(text).map_err(|s| TrainError::Prompt(PromptError::UnknownSymbol("--text", s)))?;
             if ids.is_empty() {
                 return Err(empty());
             }
@@ -139,8 +147,10 @@ pub fn attention<B: Backend>(
         }
         _ => {
             let trained = load_lm::<B>(run, device)?;
-            let ids =
-                trained.codec.encode_prompt(text).map_err(|s| TrainError::Prompt(PromptError::UnknownSymbol(s)))?;
+            let ids = trained
+                .codec
+                .encode_prompt(text)
+                .map_err(|s| TrainError::Prompt(PromptError::UnknownSymbol("--text", s)))?;
             if ids.is_empty() {
                 return Err(empty());
             }

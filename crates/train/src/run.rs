@@ -64,7 +64,8 @@ pub struct Summary<V> {
 }
 
 /// The freshly initialized `model` and `optim`, or both restored from the last checkpoint.
-/// A fresh run writes `config.toml` and calls `write_vocab` with the run directory.
+/// A fresh run writes `config.toml` and calls `write_vocab` with the run directory; a resumed
+/// one checks that `write_vocab` writes what the run holds (`vocab_check`).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn start<B: AutodiffBackend, M: AutodiffModule<B>>(
     config: &RunConfig,
@@ -81,6 +82,7 @@ pub(crate) fn start<B: AutodiffBackend, M: AutodiffModule<B>>(
     if opts.resume {
         checkpoint::recover(run)?;
         checkpoint::recover(&ckpt_root)?;
+        crate::vocab_check::check_unchanged(run, write_vocab)?;
         let (step, dir) = checkpoint::latest(&ckpt_root).ok_or_else(|| CheckpointError::NoCheckpoint(run.clone()))?;
         let (model, optim, state) = load_checkpoint(&dir, step, model, optim, device)?;
         // A finished run keeps its log whole (its summary included): there is nothing to redo.
@@ -99,6 +101,14 @@ pub(crate) fn start<B: AutodiffBackend, M: AutodiffModule<B>>(
     std::fs::create_dir_all(run).map_err(io_err(run))?;
     let path = run.join("config.toml");
     crate::whole_file::write_whole(&path, config.to_toml()).map_err(io_err(&path))?;
+    // A start that failed before its first log line may have left the other kind of
+    // vocabulary file; loaders take `tokenizer.json` first, so only this run's may stay.
+    for name in [crate::data::codec::VOCAB_FILE, crate::data::codec::TOKENIZER_FILE] {
+        let path = run.join(name);
+        if path.exists() {
+            std::fs::remove_file(&path).map_err(io_err(&path))?;
+        }
+    }
     write_vocab(run).map_err(io_err(run))?;
     let state = TrainState::fresh(config.train.seed);
     Ok((model, optim, state))

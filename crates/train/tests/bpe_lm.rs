@@ -104,3 +104,25 @@ fn a_bpe_vocabulary_smaller_than_the_bytes_is_an_error_naming_the_key() {
             .to_string();
     assert!(err.contains("data.vocab_size = 100") && err.contains("256"), "{err}");
 }
+
+/// A resumed run codes its data afresh: where that gives another vocabulary than the run's
+/// (here a word renamed, the same size), ids would mean other words than they were trained on.
+#[test]
+fn resuming_on_data_whose_vocabulary_changed_is_refused_naming_the_runs_vocabulary() {
+    let _turn = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("corpus.txt");
+    std::fs::write(&data, corpus()).unwrap();
+    let run = dir.path().join("run");
+    let mut opts = RunOptions { run_dir: run.clone(), data_dir: dir.path().to_path_buf(), resume: false };
+    let config = config(&data, "word", 0);
+    // Stopped at once, as by Ctrl-C: the first step is checkpointed.
+    let stopped = AtomicBool::new(true);
+    train_lm::<B>(&config, &opts, &Default::default(), &mut Quiet, &stopped).unwrap();
+    opts.resume = true;
+    std::fs::write(&data, corpus().replace("king", "queen")).unwrap();
+    let err = train_lm::<B>(&config, &opts, &Default::default(), &mut Quiet, &stopped).err().unwrap().to_string();
+    assert!(err.starts_with(&format!("{}: the vocabulary", run.join("vocab.json").display())), "{err}");
+    std::fs::write(&data, corpus()).unwrap();
+    train_lm::<B>(&config, &opts, &Default::default(), &mut Quiet, &stopped).unwrap();
+}

@@ -24,7 +24,7 @@ pub struct BenchArgs {
     #[arg(long, env = "ATTEND_TORCH_PYTHON")]
     pub torch_python: Option<String>,
     /// Repetitions of each timed run (minimum and median are reported).
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub reps: usize,
     /// Skip the peers (ours only).
     #[arg(long)]
@@ -36,7 +36,7 @@ pub struct BenchArgs {
     pub backend: Backend,
     /// Positions (`batch·len`) of `bench products`' matrices; nanoGPT's GPU configuration has
     /// 16,384 (64 sequences of 256).
-    #[arg(long, default_value_t = 16384)]
+    #[arg(long, default_value_t = 16384, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub rows: usize,
     /// Our kernel's tiles `bench products` times beside CubeCL's, comma-separated, each a value
     /// of `ATTEND_GPU_TILE` (`auto,64x128x8,64x128x8w`); default: `auto` and every tile.

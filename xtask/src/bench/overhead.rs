@@ -21,7 +21,7 @@ fn step_time(args: &BenchArgs, batch: usize) -> Result<f64> {
 
 pub fn bench_overhead(args: &BenchArgs) -> Result<()> {
     let (mut t1, mut t8) = (Vec::new(), Vec::new());
-    for rep in 0..args.reps.max(1) {
+    for rep in 0..args.reps {
         t1.push(step_time(args, 1)?);
         t8.push(step_time(args, 8)?);
         eprintln!("ours overhead rep {rep}: t(1) {:.2} ms, t(8) {:.2} ms", t1[rep] * 1e3, t8[rep] * 1e3);

@@ -17,7 +17,7 @@ const ITERS: usize = 60;
 pub fn bench_parallel(args: &BenchArgs) -> Result<()> {
     let sets = ["decode.max_tokens=1".to_string()];
     let (mut one, mut two, mut collective) = (Vec::new(), Vec::new(), Vec::new());
-    for rep in 0..args.reps.max(1) {
+    for rep in 0..args.reps {
         for (devices, times) in [("1", &mut one), ("2", &mut two)] {
             let (events, tokens) = timed_events(args, None, &sets, &["--devices", devices], WARMUP, ITERS)?;
             let steps: Vec<f64> =

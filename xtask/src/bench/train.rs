@@ -27,7 +27,7 @@ pub fn bench_train(args: &BenchArgs) -> Result<()> {
     // The peer's last summary (its version and parameter count), `None` once it is missing.
     let mut peer: Option<Value> = None;
     let mut peer_missing = args.no_peers;
-    for rep in 0..args.reps.max(1) {
+    for rep in 0..args.reps {
         for side in [rep % 2, 1 - rep % 2] {
             if side == 0 {
                 let (seconds, _) = timed_steps(args, Some(&config), &[], WARMUP, ITERS)?;

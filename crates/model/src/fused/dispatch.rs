@@ -210,6 +210,18 @@ pub fn gpu_kernels_from_env() -> Result<GpuKernels, String> {
     crate::env_switch::read("ATTEND_GPU_KERNELS", GpuKernels::Unfused, EXPECTED, parse_gpu_kernels)
 }
 
+/// Every GPU switch read (`ATTEND_GPU_KERNELS`, `ATTEND_GPU_MATMUL`, `ATTEND_GPU_TILE`,
+/// `ATTEND_GPU_FMA`, `ATTEND_GPU_LANES`): the first value the model would not take, as an error
+/// naming its variable and the values it takes. A runner calls it before a GPU backend's first
+/// use, so that such a value stops the run instead of running the default.
+pub fn gpu_switches_from_env() -> Result<(), String> {
+    gpu_kernels_from_env()?;
+    super::gpu_products_from_env()?;
+    super::product_tile_from_env()?;
+    super::product_form_from_env()?;
+    Ok(())
+}
+
 /// A value of `ATTEND_GPU_KERNELS`: `auto` (or empty), `all`, `attention`, `composed`, `norm`, `off`; anything else is an error
 /// that names the variable and the values it takes.
 pub fn parse_gpu_kernels(value: &str) -> Result<GpuKernels, String> {
@@ -226,7 +238,7 @@ pub fn parse_gpu_kernels(value: &str) -> Result<GpuKernels, String> {
 }
 
 /// The setting in force on this thread: the tests' choice, else the environment's, read once
-/// (a value the runner would refuse counts as `auto` here; `xtask` checks it before a run).
+/// (a value the runner would refuse runs `auto` here, said on stderr; `xtask` checks it before a run).
 /// Whether burn-fusion's implementation runs our kernels (`all`) or the composed forms
 /// (`auto`, reached through [`Kernels::tracked`]).
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
@@ -246,7 +258,7 @@ pub(super) fn gpu_kernels() -> GpuKernels {
     if let Some(mode) = TEST_GPU_KERNELS.with(|m| m.get()) {
         return mode;
     }
-    *ENV.get_or_init(|| gpu_kernels_from_env().unwrap_or(GpuKernels::Unfused))
+    *ENV.get_or_init(|| crate::env_switch::or_default(gpu_kernels_from_env(), GpuKernels::Unfused, "auto"))
 }
 
 /// Operations sent on through [`Kernels::tracked`], for the tests that check the dispatch.

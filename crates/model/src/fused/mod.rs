@@ -104,7 +104,7 @@ pub use attention_weights::attention_weights;
 pub use concat::{cat_columns, cat_pair};
 pub use cross_entropy::{cross_entropy, log_sum_exp_f64};
 pub use dispatch::is_cpu_backend;
-pub use dispatch::{gpu_kernels_from_env, parse_gpu_kernels, GpuKernels};
+pub use dispatch::{gpu_kernels_from_env, gpu_switches_from_env, parse_gpu_kernels, GpuKernels};
 use dispatch::{is, on_kernels, same};
 pub use dropout::dropout;
 pub use embedding::embedding;

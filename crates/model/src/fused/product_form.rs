@@ -63,14 +63,16 @@ thread_local! {
 }
 
 /// The product kernel's form in force on this thread: [`with_product_form`]'s, else the
-/// environment's, read once (a value the runner would refuse counts as the default here;
+/// environment's, read once (a value the runner would refuse runs the default here, said on stderr;
 /// `xtask` checks both variables before a run).
 pub fn product_form() -> ProductForm {
     static ENV: OnceLock<ProductForm> = OnceLock::new();
     if let Some(form) = FORM.with(|f| f.get()) {
         return form;
     }
-    *ENV.get_or_init(|| product_form_from_env().unwrap_or(ProductForm::DEFAULT))
+    *ENV.get_or_init(|| {
+        crate::env_switch::or_default(product_form_from_env(), ProductForm::DEFAULT, "fma on, lanes pairs")
+    })
 }
 
 /// Runs `work` with `form` in force on this thread, whatever the environment says (the

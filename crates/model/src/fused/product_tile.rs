@@ -161,14 +161,14 @@ thread_local! {
 }
 
 /// The choice in force on this thread: [`with_product_tile`]'s, else the environment's, read
-/// once (a value the runner would refuse counts as `auto` here; `xtask` checks it before a
+/// once (a value the runner would refuse runs `auto` here, said on stderr; `xtask` checks it before a
 /// run).
 pub fn product_tile() -> TileChoice {
     static ENV: OnceLock<TileChoice> = OnceLock::new();
     if let Some(choice) = CHOICE.with(|t| t.get()) {
         return choice;
     }
-    *ENV.get_or_init(|| product_tile_from_env().unwrap_or(TileChoice::Auto))
+    *ENV.get_or_init(|| crate::env_switch::or_default(product_tile_from_env(), TileChoice::Auto, "auto"))
 }
 
 /// Runs `work` with `choice` in force on this thread, whatever `ATTEND_GPU_TILE` says (the

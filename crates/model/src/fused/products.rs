@@ -60,14 +60,14 @@ pub fn parse_gpu_products(value: &str) -> Result<GpuProducts, String> {
 }
 
 /// The setting in force on this thread: [`with_gpu_products`]'s (or the tests') choice, else
-/// the environment's, read once (a value the runner would refuse counts as `auto` here;
+/// the environment's, read once (a value the runner would refuse runs `auto` here, said on stderr;
 /// `xtask` checks it before a run).
 fn setting() -> GpuProducts {
     static ENV: std::sync::OnceLock<GpuProducts> = std::sync::OnceLock::new();
     if let Some(setting) = CHOICE.with(|p| p.get()) {
         return setting;
     }
-    *ENV.get_or_init(|| gpu_products_from_env().unwrap_or(GpuProducts::Auto))
+    *ENV.get_or_init(|| crate::env_switch::or_default(gpu_products_from_env(), GpuProducts::Auto, "auto"))
 }
 
 /// Whether our kernel multiplies on `kernels` (a GPU backend) under the setting in force:

@@ -2,6 +2,7 @@
 //! 2-core machine or one GPU trains, and keeps a typo (`grad_accum = 2147483648`,
 //! `synthetic_size = 4294967296`) from hanging a run or asking for memory without limit: the
 //! error names the key, the value and the bound. Raise a bound here if a real use needs it.
+//! Every number is finite, too ([`RunConfig::validate_finite`]).
 
 use super::{ConfigError, RunConfig};
 
@@ -83,6 +84,22 @@ impl RunConfig {
                 value: format!("about {params} parameters"),
                 max: MAX_PARAMS.to_string(),
             });
+        }
+        Ok(())
+    }
+
+    /// Every number of the configuration finite, used or not: a `nan` or `inf` in a key that
+    /// this run does not read (`model.lora_alpha` without LoRA) would pass the checks of the
+    /// keys in use, and then never equal itself when `--resume` compares configurations.
+    pub(super) fn validate_finite(&self) -> Result<(), ConfigError> {
+        let table: toml::Table = self.to_toml().parse().expect("serialized TOML parses");
+        for (section, entries) in &table {
+            let Some(entries) = entries.as_table() else { continue };
+            for (key, value) in entries {
+                if let Some(x) = value.as_float().filter(|x| !x.is_finite()) {
+                    return Err(ConfigError::NotFinite { key: format!("{section}.{key}"), value: x.to_string() });
+                }
+            }
         }
         Ok(())
     }

@@ -7,6 +7,8 @@
 //! model.d_model = 100`).
 
 mod bounds;
+mod combinations;
+mod generated;
 pub(crate) use bounds::{MAX_BEAM, MAX_DECODE_FACTOR, MAX_LEN_B};
 mod resume;
 mod sections;
@@ -57,6 +59,10 @@ pub enum ConfigError {
     Model(#[from] attend_model::ConfigError),
     #[error("{key} = {value}: expected {expected}")]
     Invalid { key: &'static str, value: String, expected: &'static str },
+    #[error("{}: {source}", path.display())]
+    Stored { path: PathBuf, source: Box<ConfigError> },
+    #[error("{key} = {value}: expected a finite number (every number of a configuration is, even where this run does not read it)")]
+    NotFinite { key: String, value: String },
     #[error("{key} = {value}: at most {max} (a bound that keeps time and memory finite; crates/train/src/config/bounds.rs sets it)")]
     TooLarge { key: &'static str, value: String, max: String },
     #[error("--resume takes the configuration from {}; drop --set", stored.display())]
@@ -82,14 +88,22 @@ impl RunConfig {
             origin = path.display().to_string();
             lay_over(&mut table, parse(&text, &origin)?, &origin)?;
         }
+        let mut set_keys = Vec::new();
         for arg in sets {
             let (key, value) = parse_set(arg)?;
             let (section, name) = key.split_once('.').ok_or(ConfigError::BadSet { arg: arg.clone() })?;
             let mut layer = Table::new();
             layer.insert(section.into(), Value::Table(Table::from_iter([(name.to_string(), value)])));
             lay_over(&mut table, layer, "--set")?;
+            set_keys.push(key.to_string());
         }
-        Self::from_table(table, &origin)
+        // A value of the wrong type is blamed on where it was last set: `--set`, or the file.
+        Self::from_table(table, &origin).map_err(|e| match e {
+            ConfigError::BadValue { key, message, .. } if set_keys.contains(&key) => {
+                ConfigError::BadValue { origin: "--set".into(), key, message }
+            }
+            e => e,
+        })
     }
 
     /// Reads a fully resolved `config.toml` (a run directory's), with the same checks; it
@@ -99,7 +113,14 @@ impl RunConfig {
         if !path.exists() {
             return Err(ConfigError::NotARun(path.parent().unwrap_or(path).to_path_buf()));
         }
-        let config = Self::load(Some(path), &[])?;
+        // A value out of range there names the file too: the run wrote it, not the user.
+        let config = Self::load(Some(path), &[]).map_err(|e| match e {
+            e @ (ConfigError::Invalid { .. }
+            | ConfigError::TooLarge { .. }
+            | ConfigError::NotFinite { .. }
+            | ConfigError::Model(_)) => ConfigError::Stored { path: path.to_path_buf(), source: Box::new(e) },
+            e => e,
+        })?;
         resume::require_every_key(&config, path)?;
         Ok(config)
     }
@@ -141,6 +162,7 @@ impl RunConfig {
 
     /// Checks the combinations that serde cannot.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_finite()?;
         self.model.validate()?;
         self.validate_bounds()?;
         let t = &self.train;
@@ -194,6 +216,7 @@ impl RunConfig {
             });
         }
         self.validate_generated_data()?;
+        self.validate_combinations()?;
         self.validate_objective()?;
         let nonneg = |key: &'static str, v: f64| {
             if v >= 0.0 && v.is_finite() {
@@ -252,60 +275,6 @@ impl RunConfig {
                 value: format!("{} / {}", t.mask_with_mask, t.mask_with_random),
                 expected: "probabilities in [0, 1] whose sum is at most 1",
             });
-        }
-        Ok(())
-    }
-
-    /// The `data.synthetic_*` keys of the generated datasets (checked only when one is used).
-    fn validate_generated_data(&self) -> Result<(), ConfigError> {
-        let d = &self.data;
-        if !d.dataset.starts_with("synthetic-") {
-            return Ok(());
-        }
-        let invalid = |key: &'static str, value: String, expected: &'static str| {
-            Err(ConfigError::Invalid { key, value, expected })
-        };
-        if d.synthetic_vocab < 2 {
-            return invalid("data.synthetic_vocab", d.synthetic_vocab.to_string(), "at least 2 words");
-        }
-        if d.synthetic_size < 20 {
-            return invalid(
-                "data.synthetic_size",
-                d.synthetic_size.to_string(),
-                "at least 20 (valid and test get a tenth each)",
-            );
-        }
-        if !(0.0..=1.0).contains(&d.synthetic_epsilon) {
-            return invalid("data.synthetic_epsilon", d.synthetic_epsilon.to_string(), "a number in [0, 1]");
-        }
-        if d.synthetic_branching == 0 && d.synthetic_epsilon < 1.0 {
-            return invalid("data.synthetic_branching", "0".into(), "at least 1 unless data.synthetic_epsilon = 1");
-        }
-        // The source's table has vocab^(order+1) probabilities: keep it under 2^26 (512 MB).
-        let table = (d.synthetic_vocab as u128).checked_pow(d.synthetic_order as u32 + 1);
-        if d.dataset == "synthetic-lm" && table.is_none_or(|n| n > 1 << 26) {
-            return invalid(
-                "data.synthetic_order",
-                d.synthetic_order.to_string(),
-                "an order small enough that synthetic_vocab^(order+1) <= 2^26 (the source's probability table)",
-            );
-        }
-        // Positions with fewer than `order` tokens of context in their window are not scored
-        // (`lm_eval`): a window shorter than the order would score nothing.
-        let order = d.synthetic_order;
-        if d.dataset == "synthetic-lm" && self.model.block_size < order {
-            return invalid(
-                "model.block_size",
-                format!("{} (data.synthetic_order = {order})", self.model.block_size),
-                "at least data.synthetic_order: a shorter window has no token with its whole context, so none would be scored",
-            );
-        }
-        if d.dataset == "synthetic-lm" && self.eval.dynamic_segment < order {
-            return invalid(
-                "eval.dynamic_segment",
-                format!("{} (data.synthetic_order = {order})", self.eval.dynamic_segment),
-                "at least data.synthetic_order: a shorter segment has no token with its whole context, so none would be scored",
-            );
         }
         Ok(())
     }

@@ -176,7 +176,8 @@ pub struct TrainConfig {
     pub log_every: u64,
     /// Evaluate on the validation split every this many steps (and at the end).
     pub eval_every: u64,
-    /// Batches per evaluation; 0 evaluates the whole split.
+    /// Batches per evaluation; 0 evaluates the whole split. Language models only: a translation
+    /// run scores its whole validation split, as its BLEU needs.
     pub eval_batches: usize,
     /// Save a checkpoint every this many steps (and at the end).
     pub checkpoint_every: u64,
@@ -201,7 +202,8 @@ pub struct TrainConfig {
 pub struct EvalConfig {
     /// Sequences per evaluation batch.
     pub batch_size: usize,
-    /// Dynamic evaluation: tokens per segment scored before each update (default 64).
+    /// Dynamic evaluation: tokens per segment scored before each update (default 64), at most
+    /// `model.block_size` (a longer value takes the block: the model sees no more at once).
     pub dynamic_segment: usize,
     /// Dynamic evaluation: step size η of `θ_l ← θ_l − η∇ℓ(θ_l) + λ(θ_g − θ_l)` (1e-4).
     pub dynamic_lr: f64,
