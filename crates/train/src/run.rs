@@ -82,8 +82,8 @@ pub(crate) fn start<B: AutodiffBackend, M: AutodiffModule<B>>(
     if opts.resume {
         checkpoint::recover(run)?;
         checkpoint::recover(&ckpt_root)?;
-        crate::vocab_check::check_unchanged(run, write_vocab)?;
         let (step, dir) = checkpoint::latest(&ckpt_root).ok_or_else(|| CheckpointError::NoCheckpoint(run.clone()))?;
+        crate::vocab_check::check_unchanged(run, write_vocab)?;
         let (model, optim, state) = load_checkpoint(&dir, step, model, optim, device)?;
         // A finished run keeps its log whole (its summary included): there is nothing to redo.
         if !(state.finished(&config.train).is_some() && log.has_summary()) {
