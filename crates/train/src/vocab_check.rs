@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::TrainError;
+use crate::error::{io_err, TrainError};
 
 /// Writes the vocabulary as a fresh run would (`write_vocab`, into a directory of its own
 /// under the system's temporary directory, removed afterwards) and compares each file with the
@@ -16,10 +16,6 @@ pub(crate) fn check_unchanged(
     write_vocab: impl FnOnce(&Path) -> std::io::Result<()>,
 ) -> Result<(), TrainError> {
     let scratch = scratch_dir();
-    let io_err = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| TrainError::Io { path, source }
-    };
     std::fs::create_dir_all(&scratch).map_err(io_err(&scratch))?;
     let result = compare(run, &scratch, write_vocab);
     // Best effort: what is left in the temporary directory is the system's to clean.
@@ -32,15 +28,15 @@ fn compare(
     scratch: &Path,
     write_vocab: impl FnOnce(&Path) -> std::io::Result<()>,
 ) -> Result<(), TrainError> {
-    write_vocab(scratch).map_err(|source| TrainError::Io { path: scratch.to_path_buf(), source })?;
+    write_vocab(scratch).map_err(io_err(scratch))?;
     let mut names: Vec<_> = std::fs::read_dir(scratch)
-        .map_err(|source| TrainError::Io { path: scratch.to_path_buf(), source })?
+        .map_err(io_err(scratch))?
         .filter_map(|entry| entry.ok().map(|e| e.file_name()))
         .collect();
     names.sort();
     for name in names {
-        let now = std::fs::read(scratch.join(&name))
-            .map_err(|source| TrainError::Io { path: scratch.join(&name), source })?;
+        let fresh = scratch.join(&name);
+        let now = std::fs::read(&fresh).map_err(io_err(&fresh))?;
         let saved = run.join(&name);
         let same = match std::fs::read(&saved) {
             Ok(bytes) => bytes == now,
