@@ -206,6 +206,54 @@ mod tests {
         assert_eq!(by_scan, by_heap);
     }
 
+    /// Strings over `alphabet` of lengths 2 to 200 (one piece each: letters only), seeded.
+    fn letter_strings(alphabet: &[u8], count: usize) -> Vec<String> {
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        (0..count)
+            .map(|_| {
+                let len = 2 + (next() % 199) as usize;
+                (0..len).map(|_| alphabet[(next() % alphabet.len() as u64) as usize] as char).collect()
+            })
+            .collect()
+    }
+
+    /// A trained vocabulary's merges chain and overlap (`aa`, `aaa`, `aab`, …), so that the
+    /// heap holds stale entries of every kind: a dead left symbol, a dead or changed right
+    /// one, a left one merged since.
+    #[test]
+    fn heap_and_scan_merging_agree_with_a_trained_vocabulary() {
+        let alphabet = b"aab";
+        let training = letter_strings(alphabet, 300).join(" ");
+        let config =
+            crate::TrainerConfig { vocab_size: 400, min_frequency: 2, special_tokens: vec![], show_progress: false };
+        let tok = crate::Trainer::new(config).unwrap().train_texts([training]);
+        assert!(tok.merges().len() > 100, "{} merges", tok.merges().len());
+        for piece in letter_strings(b"abba", 200) {
+            let (mut by_scan, mut by_heap) = (Vec::new(), Vec::new());
+            merge_by_scan(&tok, piece.as_bytes(), &mut by_scan);
+            merge_by_heap(&tok, piece.as_bytes(), &mut by_heap);
+            assert_eq!(by_scan, by_heap, "{piece}");
+        }
+    }
+
+    #[test]
+    fn a_batch_encodes_each_text_as_encode_does_in_order() {
+        let tok = abc_tokenizer();
+        let texts: Vec<String> =
+            (0..101).map(|i| "abc ".repeat(i % 7) + &"ab<s>c".repeat(i % 3) + &i.to_string()).collect();
+        let batch = tok.encode_batch(&texts);
+        assert_eq!(batch.len(), texts.len());
+        for (text, ids) in texts.iter().zip(&batch) {
+            assert_eq!(ids, &tok.encode(text), "{text:?}");
+        }
+    }
+
     #[test]
     fn added_tokens_are_matched_before_pre_tokenization() {
         let tok = abc_tokenizer();

@@ -192,6 +192,10 @@ mod tests {
         assert_eq!(pieces("'st"), ["'s", "t"]);
         assert_eq!(pieces(" 's"), [" '", "s"]);
         assert_eq!(pieces("...'s"), ["...'", "s"]);
+        // `'re`, `'ve`, `'ll` need their third letter (HuggingFace `tokenizers` 0.23.3 agrees).
+        assert_eq!(pieces("'rx"), ["'", "rx"]);
+        assert_eq!(pieces("'vo"), ["'", "vo"]);
+        assert_eq!(pieces("'lo"), ["'", "lo"]);
     }
 
     #[test]
@@ -200,6 +204,16 @@ mod tests {
         assert_eq!(pieces("日本語 123"), ["日本語", " 123"]);
         // A combining mark (Mn) is not a letter.
         assert_eq!(pieces("e\u{301}t"), ["e", "\u{301}", "t"]);
+    }
+
+    /// `\p{N}` is all three number categories: Arabic-Indic digits (Nd), `½`, `²`, `³` (No)
+    /// and Roman numerals (Nl) run together, apart from the other characters after them (as
+    /// HuggingFace `tokenizers` 0.23.3's `ByteLevel` splits these strings).
+    #[test]
+    fn non_ascii_numbers_of_every_category_form_one_run() {
+        assert_eq!(pieces("x٣½!"), ["x", "٣½", "!"]);
+        assert_eq!(pieces("Ⅻ٣?"), ["Ⅻ٣", "?"]);
+        assert_eq!(pieces(" ²³x"), [" ²³", "x"]);
     }
 
     #[test]

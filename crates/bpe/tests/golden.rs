@@ -27,3 +27,16 @@ fn hand_derived_merges_for_ab_ab_ab_abc() {
     assert_eq!(tok.encode("ab abc"), [256, 257, 66]);
     assert_eq!(tok.token_bytes(257), Some(b" ab".as_slice()));
 }
+
+/// `min_frequency` is inclusive: in `"ab ab"` the pair `(a, b)` occurs twice (`"ab"`, `" ab"`),
+/// so it is merged at a minimum of 2 and not at 3.
+#[test]
+fn a_pair_seen_exactly_min_frequency_times_is_merged() {
+    let merges = |min_frequency| {
+        let config = TrainerConfig { vocab_size: 300, min_frequency, special_tokens: vec![], show_progress: false };
+        let tok = Trainer::new(config).unwrap().train_texts(["ab ab"]);
+        tok.merges().iter().map(|m| (m.left, m.right)).collect::<Vec<_>>()
+    };
+    assert_eq!(merges(2), [(64, 65)]);
+    assert_eq!(merges(3), []);
+}
