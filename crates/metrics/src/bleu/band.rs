@@ -21,9 +21,21 @@ mod tests {
 
     #[test]
     fn bands_begin_at_their_lower_bound() {
-        assert_eq!(interpretation(9.99), "< 10: almost useless");
-        assert_eq!(interpretation(10.0), "10-19: hard to get the gist");
-        assert_eq!(interpretation(37.0), "30-40: understandable to good translations");
-        assert_eq!(interpretation(60.0), "> 60: quality often better than human");
+        let bands = [
+            (0.0, "< 10: almost useless"),
+            (10.0, "10-19: hard to get the gist"),
+            (20.0, "20-29: the gist is clear, but with significant grammatical errors"),
+            (30.0, "30-40: understandable to good translations"),
+            (40.0, "40-50: high-quality translations"),
+            (50.0, "50-60: very high quality, adequate and fluent translations"),
+            (60.0, "> 60: quality often better than human"),
+        ];
+        for (i, &(low, band)) in bands.iter().enumerate() {
+            assert_eq!(interpretation(low), band, "{low}");
+            assert_eq!(interpretation(low + 5.0), band, "{}", low + 5.0);
+            if i > 0 {
+                assert_eq!(interpretation(low - 0.01), bands[i - 1].1, "{}", low - 0.01);
+            }
+        }
     }
 }

@@ -275,7 +275,8 @@ mod tests {
 
     /// Short segments leave the high character orders empty on one side. Without
     /// `eps_smoothing` the average runs over the orders both sides have; with it, an empty
-    /// order's precision or recall is ε. sacreBLEU 2.6.0's figures, to the last digit printed.
+    /// order's precision or recall is ε, and so is the F-score of an order with neither.
+    /// sacreBLEU 2.6.0's figures, to the last digit printed.
     #[test]
     fn empty_orders_are_skipped_or_smoothed_as_sacrebleu_does() {
         let eps = ChrfConfig { eps_smoothing: true, ..ChrfConfig::chrf() };
@@ -287,6 +288,9 @@ mod tests {
             ("abc abd", "ab", eps, 21.16402116402116),
             ("", "the cat sat", ChrfConfig::chrf_plus_plus(), 0.0),
             ("", "abc abd", eps, 0.0),
+            // No character in common: precision and recall 0 at orders 1 and 2, and ε their
+            // F-score, not 0/0.
+            ("xy", "ab", eps, 1.0000000000000002e-14),
         ];
         for (hyp, reference, config, expected) in cases {
             let got = sentence_chrf(hyp, &[reference], &config).unwrap().score;

@@ -268,6 +268,31 @@ mod tests {
         assert_eq!(model.count[x_z as usize], 2);
     }
 
+    /// "a b", "a c", "a b" as a bigram model. Bigrams (raw counts): `<s> a` 3, `a b` 2,
+    /// `b <eos>` 2, `a c` 1, `c <eos>` 1, so n = (2, 2, 1, 0) and D = Y = 2/(2 + 4) = 1/3.
+    /// Unigrams (continuation counts; `<s>` is never predicted and not counted): `a`, `b`,
+    /// `c` 1 each, `<eos>` 2, so n = (3, 1, 0, 0) and D = 3/5. Ten distinct n-grams: five
+    /// unigrams (`<s>` among them) and five bigrams.
+    #[test]
+    fn a_trained_models_discounts_come_from_its_own_count_of_counts() {
+        let lines = ["a b", "a c", "a b"];
+        let vocab = Vocab::from_lines(&lines);
+        let sentences: Vec<_> = lines.iter().map(|l| vocab.encode_line(l)).collect();
+        let model = KneserNey::train(&sentences, &vocab, 2).unwrap();
+        assert_eq!((model.order(), model.ngram_count()), (2, 10));
+        let [unigram, bigram] = model.discounts() else { panic!("{:?}", model.discounts()) };
+        assert!(unigram.iter().all(|&d| (d - 0.6).abs() < 1e-15), "{unigram:?}");
+        assert!(bigram.iter().all(|&d| (d - 1.0 / 3.0).abs() < 1e-15), "{bigram:?}");
+    }
+
+    #[test]
+    fn orders_from_one_to_255_train_and_256_is_an_error() {
+        let vocab = Vocab::from_lines(&["a b"]);
+        let s = [vocab.encode_line("a b")];
+        assert!(KneserNey::train(&s, &vocab, 1).is_ok() && KneserNey::train(&s, &vocab, 255).is_ok());
+        assert!(matches!(KneserNey::train(&s, &vocab, 256), Err(MetricsError::InvalidSetting { .. })));
+    }
+
     #[test]
     fn empty_training_text_and_order_zero_are_errors() {
         let vocab = Vocab::from_lines(&["a"]);

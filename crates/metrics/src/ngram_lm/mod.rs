@@ -101,11 +101,13 @@ mod tests {
     }
 
     #[test]
-    fn uniform_baseline_perplexity_is_the_vocabulary_size() {
+    fn uniform_baseline_perplexity_is_the_vocabulary_size_and_the_counts_are_the_texts() {
         let report = baselines(&["a b c", "c d"], &["a x", "d"], 2).unwrap();
         assert_eq!(report.vocab_size, 6);
         assert!((report.uniform.ppl - 6.0).abs() < 1e-12);
         assert_eq!(report.oov_tokens, 1);
+        // Words and one <eos> a line: 3 + 1 and 2 + 1.
+        assert_eq!(report.train_tokens, 7);
     }
 
     #[test]

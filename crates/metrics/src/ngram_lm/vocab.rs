@@ -105,6 +105,12 @@ mod tests {
     }
 
     #[test]
+    fn a_vocabulary_of_no_text_still_holds_eos_and_unk() {
+        let v = Vocab::from_lines::<&str>(&[]);
+        assert_eq!((v.len(), v.is_empty()), (2, false));
+    }
+
+    #[test]
     fn eos_and_unk_already_in_the_text_are_not_duplicated() {
         let v = Vocab::from_lines(&["x <unk> y"]);
         assert_eq!(v.len(), 4);

@@ -92,9 +92,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_parse_back_to_the_same_tokenizer() {
+    fn names_and_displays_parse_back_to_the_same_tokenizer() {
         for t in Tokenizer::ALL {
             assert_eq!(t.name().parse::<Tokenizer>().unwrap(), t);
+            assert_eq!(t.to_string().parse::<Tokenizer>().unwrap(), t);
         }
     }
 
