@@ -252,6 +252,28 @@ mod tests {
         assert!((d[0] - 0.5).abs() < 1e-15 && (d[1] - 1.1).abs() < 1e-15);
         assert!((d[2] - (3.0 - 4.0 / 3.0)).abs() < 1e-15);
         assert_eq!(modified_kn_discounts([2, 1, 0, 0]), [0.5; 3]);
+        // Y = 0.6 (D1 is always Y), D2 = 2 − 3·0.6·½ = 1.1, D3+ = 3 − 4·0.6·½ = 1.8.
+        let d = modified_kn_discounts([120, 40, 20, 10]);
+        assert!(d.iter().zip([0.6, 1.1, 1.8]).all(|(a, b)| (a - b).abs() < 1e-15), "{d:?}");
+    }
+
+    /// One discount Y for all three when a count-of-count is zero (even n4 alone, where the
+    /// formula would give D3+ = 3) or an estimate is not in (0, i] (D2 = 0 exactly for
+    /// (10, 10, 20, 15)); 0.5 when Y is undefined.
+    #[test]
+    fn discounts_fall_back_to_one_y_outside_the_formulas_range() {
+        let third = 10.0 / 30.0;
+        let cases = [
+            ([4, 2, 1, 0], [0.5; 3]),
+            ([10, 10, 20, 15], [third; 3]),
+            ([3, 2, 0, 0], [3.0 / 7.0; 3]),
+            ([3, 1, 0, 0], [0.6; 3]),
+            ([2, 0, 0, 0], [0.5; 3]),
+            ([0, 3, 0, 0], [0.5; 3]),
+        ];
+        for (n, expected) in cases {
+            assert_eq!(modified_kn_discounts(n), expected, "{n:?}");
+        }
     }
 
     #[test]
