@@ -198,13 +198,7 @@ mod tests {
     /// pieces: `" \n"` is one), the last without a line break.
     fn generated_text(seed: u64, lines: usize) -> String {
         let words = ["the", "ünd", "Ωmega", "42", "don't", "日本", "x", "!?"];
-        let mut state = seed;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = crate::test_rng::xorshift(seed);
         let mut text = String::new();
         for line in 0..lines {
             let n = if line % 10 == 3 { 30 } else { next() % 6 };

@@ -208,13 +208,7 @@ mod tests {
 
     /// Strings over `alphabet` of lengths 2 to 200 (one piece each: letters only), seeded.
     fn letter_strings(alphabet: &[u8], count: usize) -> Vec<String> {
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = crate::test_rng::xorshift(0x9E37_79B9_7F4A_7C15);
         (0..count)
             .map(|_| {
                 let len = 2 + (next() % 199) as usize;

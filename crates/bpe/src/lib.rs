@@ -43,6 +43,9 @@ pub mod pretokenize;
 mod tokenizer;
 mod train;
 
+#[cfg(test)]
+mod test_rng;
+
 pub use corpus::{count_words, count_words_in_files, WordCounts};
 pub use encode::Encoder;
 pub use error::{BpeError, Result};

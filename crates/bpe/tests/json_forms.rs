@@ -54,9 +54,9 @@ fn a_merge_of_other_than_two_strings_is_refused_naming_it() {
 #[test]
 fn added_tokens_after_the_vocabulary_load_and_one_past_the_dense_ids_is_refused() {
     let tok = trained();
-    let vocab = as_value(&tok)["model"]["vocab"].as_object().unwrap().len() as u64;
-    // Two tokens added after the vocabulary take its next two ids.
     let mut value = as_value(&tok);
+    let vocab = value["model"]["vocab"].as_object().unwrap().len() as u64;
+    // Two tokens added after the vocabulary take its next two ids.
     let added = value["added_tokens"].as_array_mut().unwrap();
     let before = added.len() as u64;
     for (i, content) in ["<new>", "<newer>"].iter().enumerate() {
