@@ -57,13 +57,14 @@ impl ProductKernel {
     }
 
     /// `cubecl`, or `attend` and the tile (`attend auto`, `attend 128x128x8`), and the form
-    /// where it is not the default (`attend 64x128x8 lanes rows fma off`).
+    /// where it is not the default (`attend 64x128x8 lanes rows fma off addresses sums`).
     pub fn name(&self) -> String {
         match self.products {
             GpuProducts::Ours => {
                 let lanes = if self.form.paired_lanes { "" } else { " lanes rows" };
                 let fma = if self.form.fma { "" } else { " fma off" };
-                format!("attend {}{lanes}{fma}", self.tile.name())
+                let addresses = if self.form.constant_offsets { "" } else { " addresses sums" };
+                format!("attend {}{lanes}{fma}{addresses}", self.tile.name())
             }
             _ => "cubecl".to_string(),
         }
@@ -265,7 +266,7 @@ mod tests {
     #[test]
     fn chosen_tiles_and_forms_follow_cubecls_kernel_in_the_order_given() {
         let wide = TileChoice::Fixed(ProductTile::of(64, 128, 8).wide());
-        let old = ProductForm { fma: false, paired_lanes: false };
+        let old = ProductForm { fma: false, paired_lanes: false, constant_offsets: false };
         let kernels = ProductKernel::with_tiles(&[wide, TileChoice::Auto], &[ProductForm::DEFAULT, old]);
         let names: Vec<String> = kernels.iter().map(|k| k.name()).collect();
         assert_eq!(
@@ -273,9 +274,9 @@ mod tests {
             [
                 "cubecl",
                 "attend 64x128x8w",
-                "attend 64x128x8w lanes rows fma off",
+                "attend 64x128x8w lanes rows fma off addresses sums",
                 "attend auto",
-                "attend auto lanes rows fma off"
+                "attend auto lanes rows fma off addresses sums"
             ]
         );
         assert_eq!(kernels[2].form, old);

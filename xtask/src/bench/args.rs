@@ -50,6 +50,11 @@ pub struct BenchArgs {
     /// comma-separated values of `ATTEND_GPU_FMA` (`on,off`); default: the environment's.
     #[arg(long, value_delimiter = ',')]
     pub fma: Vec<String>,
+    /// How our kernel addresses its staged operands in the forms `bench products` times each
+    /// tile in, comma-separated values of `ATTEND_GPU_ADDRESSES` (`offsets,sums`); default:
+    /// the environment's.
+    #[arg(long, value_delimiter = ',')]
+    pub addresses: Vec<String>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]

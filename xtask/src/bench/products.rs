@@ -8,8 +8,8 @@
 
 use anyhow::Result;
 use attend_model::fused::{
-    parse_product_fma, parse_product_lanes, parse_product_tile, product_form, GpuProducts, ProductForm, ProductTile,
-    TileChoice,
+    parse_product_addresses, parse_product_fma, parse_product_lanes, parse_product_tile, product_form, GpuProducts,
+    ProductForm, ProductTile, TileChoice,
 };
 use attend_train::product_bench::{
     time_attention_products, time_linear_products, ProductKernel, NANOGPT_GPU_ATTENTION, NANOGPT_GPU_MAPS,
@@ -53,9 +53,10 @@ impl OnBackend for Products {
                 let ours = t.kernel.products == GpuProducts::Ours;
                 let fma = ours.then_some(t.kernel.form.fma);
                 let lanes = ours.then_some(if t.kernel.form.paired_lanes { "pairs" } else { "rows" });
+                let addresses = ours.then_some(if t.kernel.form.constant_offsets { "offsets" } else { "sums" });
                 emit(json!({"bench": "product", "backend": self.backend, "map": [t.map.0, t.map.1],
                             "product": t.product, "dims": t.dims, "matrices": t.matrices,
-                            "kernel": t.kernel.name(), "fma": fma, "lanes": lanes,
+                            "kernel": t.kernel.name(), "fma": fma, "lanes": lanes, "addresses": addresses,
                             "reps": self.reps, "ms": t.seconds * 1e3,
                             "tflops": t.tflops(), "over_cubecl": t.seconds / cubecl.seconds}));
             }
@@ -94,11 +95,12 @@ pub fn bench_products(args: &BenchArgs) -> Result<()> {
 /// The kernels `--tiles`, `--lanes` and `--fma` ask for: every tile in the environment's form
 /// where none is given, else each tile named (or `auto` and every tile) in each form named.
 fn kernels(args: &BenchArgs) -> Result<Vec<ProductKernel>> {
-    if args.tiles.is_empty() && args.lanes.is_empty() && args.fma.is_empty() {
+    if args.tiles.is_empty() && args.lanes.is_empty() && args.fma.is_empty() && args.addresses.is_empty() {
         return Ok(ProductKernel::all());
     }
     // An empty item (`--tiles auto,`) would parse as the default and time it twice.
-    let lists = [("--tiles", &args.tiles), ("--lanes", &args.lanes), ("--fma", &args.fma)];
+    let lists =
+        [("--tiles", &args.tiles), ("--lanes", &args.lanes), ("--fma", &args.fma), ("--addresses", &args.addresses)];
     if let Some((name, _)) = lists.iter().find(|(_, items)| items.iter().any(|i| i.trim().is_empty())) {
         anyhow::bail!("{name} has an empty item: give its values separated by single commas");
     }
@@ -118,8 +120,19 @@ fn kernels(args: &BenchArgs) -> Result<Vec<ProductKernel>> {
     } else {
         parsed(&args.fma, "--fma", "ATTEND_GPU_FMA", parse_product_fma)?
     };
-    let forms: Vec<ProductForm> =
-        lanes.iter().flat_map(|&paired_lanes| fma.iter().map(move |&fma| ProductForm { fma, paired_lanes })).collect();
+    let addresses = if args.addresses.is_empty() {
+        vec![env.constant_offsets]
+    } else {
+        parsed(&args.addresses, "--addresses", "ATTEND_GPU_ADDRESSES", parse_product_addresses)?
+    };
+    let mut forms = Vec::new();
+    for &paired_lanes in &lanes {
+        for &fma in &fma {
+            for &constant_offsets in &addresses {
+                forms.push(ProductForm { fma, paired_lanes, constant_offsets });
+            }
+        }
+    }
     Ok(ProductKernel::with_tiles(&tiles, &forms))
 }
 

@@ -1,4 +1,4 @@
-//! How our GPU product kernel (`fused/cube/product.rs`) writes its inner loop, by two
+//! How our GPU product kernel (`fused/cube/product.rs`) writes its inner loop, by three
 //! environment variables, each there so that one build can time both forms on a GPU (on
 //! lavapipe each pair gives the same bits, so only a GPU's time tells them apart):
 //!
@@ -11,22 +11,31 @@
 //!   which NVIDIA describes (for compute capability 7.x) as letting a 128-bit read of shared
 //!   memory return in two passes where it takes four; `rows`, the forty-first session's placement (8 consecutive lanes a row of
 //!   units), whose reads of `B` take four (docs/benchmarks.md, "A warp's lanes in pairs").
+//! - `ATTEND_GPU_ADDRESSES`: `offsets` (the default), each read of the staged operands at
+//!   this unit's base plus a constant, which the compiler makes the read's immediate offset;
+//!   `sums`, the forty-fourth session's indices (the stage, the step and the unit added up at
+//!   each read), which on CUDA cost two integer instructions a read (docs/benchmarks.md, "The
+//!   product kernel's SASS, read without a GPU").
 
 use std::cell::Cell;
 use std::sync::OnceLock;
 
-/// The product kernel's inner loop: fused multiply-adds or not, lanes in pairs or in rows.
+/// The product kernel's inner loop: fused multiply-adds or not, lanes in pairs or in rows,
+/// reads at constant offsets or at summed indices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ProductForm {
     /// Each multiply-add one `fma` (`ATTEND_GPU_FMA=on`).
     pub fma: bool,
     /// A warp's lanes placed in pairs that read the same vectors (`ATTEND_GPU_LANES=pairs`).
     pub paired_lanes: bool,
+    /// Reads of the staged operands at the unit's base plus a constant
+    /// (`ATTEND_GPU_ADDRESSES=offsets`).
+    pub constant_offsets: bool,
 }
 
 impl ProductForm {
-    /// The defaults: `fma`, lanes in pairs.
-    pub const DEFAULT: ProductForm = ProductForm { fma: true, paired_lanes: true };
+    /// The defaults: `fma`, lanes in pairs, reads at constant offsets.
+    pub const DEFAULT: ProductForm = ProductForm { fma: true, paired_lanes: true, constant_offsets: true };
 }
 
 /// The values `ATTEND_GPU_FMA` takes, for its errors.
@@ -35,6 +44,10 @@ const EXPECTED_FMA: &str = "on (the default: fused multiply-adds) or off (a mult
 /// The values `ATTEND_GPU_LANES` takes, for its errors.
 const EXPECTED_LANES: &str =
     "pairs (the default: lanes paired on the vectors they read) or rows (eight consecutive lanes a row)";
+
+/// The values `ATTEND_GPU_ADDRESSES` takes, for its errors.
+const EXPECTED_ADDRESSES: &str =
+    "offsets (the default: each read at the unit's base plus a constant) or sums (the stage, step and unit added at each read)";
 
 /// A value of `ATTEND_GPU_FMA`: `on` (or empty) or `off`; anything else is an error that
 /// names the variable and the values it takes.
@@ -49,11 +62,25 @@ pub fn parse_product_lanes(value: &str) -> Result<bool, String> {
     crate::env_switch::parse("ATTEND_GPU_LANES", value, &choices, EXPECTED_LANES)
 }
 
-/// `ATTEND_GPU_FMA` and `ATTEND_GPU_LANES` read: each unset, or a value its parser takes.
+/// A value of `ATTEND_GPU_ADDRESSES`: `offsets` (or empty) or `sums`; anything else is an
+/// error that names the variable and the values it takes.
+pub fn parse_product_addresses(value: &str) -> Result<bool, String> {
+    let choices = [("", true), ("offsets", true), ("sums", false)];
+    crate::env_switch::parse("ATTEND_GPU_ADDRESSES", value, &choices, EXPECTED_ADDRESSES)
+}
+
+/// `ATTEND_GPU_FMA`, `ATTEND_GPU_LANES` and `ATTEND_GPU_ADDRESSES` read: each unset, or a
+/// value its parser takes.
 pub fn product_form_from_env() -> Result<ProductForm, String> {
     Ok(ProductForm {
         fma: crate::env_switch::read("ATTEND_GPU_FMA", true, EXPECTED_FMA, parse_product_fma)?,
         paired_lanes: crate::env_switch::read("ATTEND_GPU_LANES", true, EXPECTED_LANES, parse_product_lanes)?,
+        constant_offsets: crate::env_switch::read(
+            "ATTEND_GPU_ADDRESSES",
+            true,
+            EXPECTED_ADDRESSES,
+            parse_product_addresses,
+        )?,
     })
 }
 
@@ -71,7 +98,11 @@ pub fn product_form() -> ProductForm {
         return form;
     }
     *ENV.get_or_init(|| {
-        crate::env_switch::or_default(product_form_from_env(), ProductForm::DEFAULT, "fma on, lanes pairs")
+        crate::env_switch::or_default(
+            product_form_from_env(),
+            ProductForm::DEFAULT,
+            "fma on, lanes pairs, addresses offsets",
+        )
     })
 }
 
@@ -101,14 +132,28 @@ mod tests {
     #[test]
     fn with_product_form_sets_the_form_for_its_work_and_restores_the_one_before() {
         let initial = product_form();
-        let rows = ProductForm { fma: true, paired_lanes: false };
-        let mul = ProductForm { fma: false, paired_lanes: true };
+        let rows = ProductForm { paired_lanes: false, ..ProductForm::DEFAULT };
+        let mul = ProductForm { fma: false, constant_offsets: false, ..ProductForm::DEFAULT };
         let inner = with_product_form(rows, || (product_form(), with_product_form(mul, product_form), product_form()));
         assert_eq!(inner, (rows, mul, rows));
         assert_eq!(product_form(), initial);
         let panicked = std::panic::catch_unwind(|| with_product_form(rows, || panic!("in the work")));
         assert!(panicked.is_err());
         assert_eq!(product_form(), initial, "a panic in the work leaves no override behind");
+    }
+
+    #[test]
+    fn product_addresses_setting_takes_offsets_sums_and_empty_and_names_the_variable_on_anything_else() {
+        assert_eq!(parse_product_addresses(""), Ok(true));
+        assert_eq!(parse_product_addresses(" offsets "), Ok(true));
+        assert_eq!(parse_product_addresses("sums"), Ok(false));
+        for wrong in ["offset", "on", "indices"] {
+            let error = parse_product_addresses(wrong).unwrap_err();
+            assert!(
+                error.contains("ATTEND_GPU_ADDRESSES") && error.contains("sums") && error.contains(wrong),
+                "{error}"
+            );
+        }
     }
 
     #[test]

@@ -37,6 +37,8 @@ mod product_form_tests;
 mod product_launch;
 #[cfg(all(test, feature = "wgpu"))]
 mod product_shape_tests;
+#[cfg(feature = "kernel-source")]
+pub(crate) mod product_source;
 mod product_staging;
 #[cfg(all(test, feature = "wgpu"))]
 mod product_tests;

@@ -82,6 +82,7 @@ pub fn product_kernel<F: Float, NA: Size, NB: Size, NC: Size>(
     #[comptime] unit_n: usize,
     #[comptime] fused: bool,
     #[comptime] paired: bool,
+    #[comptime] offsets: bool,
     #[comptime] triangle: u32,
     #[define(F)] _dtype: StorageType,
 ) {
@@ -205,9 +206,16 @@ pub fn product_kernel<F: Float, NA: Size, NB: Size, NC: Size>(
             fetch::<F, NB>(b, b_base, col0, k_begin, n, depth, b_rs, b_ks, group, k, offset, 0u32);
     }
     sync_cube();
-    let mut this = 0usize;
+    let mut flipped = 0usize;
     let mut k0 = k_begin;
     while k0 < k_end {
+        // The stage this step reads, from the step's parity rather than a variable flipped
+        // each step (`flipped`, the `sums` form's): so the compiler knows it is 0 or 1, and
+        // every index below is this unit's base plus a constant that cannot wrap (`unit_a`).
+        let mut this = flipped;
+        if comptime![offsets] {
+            this = ((k0 - k_begin) / comptime![step]) % 2;
+        }
         // The next step's elements travel while this step multiplies (zeros past the end).
         #[unroll]
         for l in 0..loads_a {
@@ -220,14 +228,34 @@ pub fn product_kernel<F: Float, NA: Size, NB: Size, NC: Size>(
             next_b[l] = fetch::<F, NB>(b, b_base, col0, k0 + step, n, depth, b_rs, b_ks, group, k, offset, 0u32);
         }
         let (this_a, this_b) = (this * stage_a_len, this * stage_b_len);
+        // This unit's first vector of `A` and of `B` in this stage; each read of the step adds
+        // a constant to them. Written `this_a + k·row_a + ty`, the sum of two unknowns and a
+        // constant, each read took two integer instructions for its address (on CUDA: an add
+        // and a shift-add, 64 for the 32 reads of an 8-deep step beside its 512 `fma`, read off
+        // the SASS with `scripts/product_sass.sh`); written as base plus constant, the constant
+        // becomes the read's immediate offset and the reads take none.
+        let (unit_a, unit_b) = (this_a + ty, this_b + tx);
         #[unroll]
         for k in 0..step {
-            let (at_a, at_b) = (this_a + k * row_a, this_b + k * row_b);
-            let a0 = stage_a[at_a + slot(k, ty, swizzle)];
-            let a1 = stage_a[at_a + slot(k, side_m + ty, swizzle)];
-            #[unroll]
-            for g in 0..groups_n {
-                bs[g] = stage_b[at_b + slot(k, side_n * g + tx, swizzle)];
+            let mut a0 = Four::zeroed();
+            let mut a1 = Four::zeroed();
+            if comptime![swizzle || !offsets] {
+                // The 16-deep steps' permutation (`slot`) is no constant offset; `sums` is the
+                // former form (`ATTEND_GPU_ADDRESSES`).
+                let (at_a, at_b) = (this_a + k * row_a, this_b + k * row_b);
+                a0 = stage_a[at_a + slot(k, ty, swizzle)];
+                a1 = stage_a[at_a + slot(k, side_m + ty, swizzle)];
+                #[unroll]
+                for g in 0..groups_n {
+                    bs[g] = stage_b[at_b + slot(k, side_n * g + tx, swizzle)];
+                }
+            } else {
+                a0 = stage_a[unit_a + comptime![k * row_a]];
+                a1 = stage_a[unit_a + comptime![k * row_a + side_m]];
+                #[unroll]
+                for g in 0..groups_n {
+                    bs[g] = stage_b[unit_b + comptime![k * row_b + side_n * g]];
+                }
             }
             #[unroll]
             for i in 0usize..4 {
@@ -258,7 +286,7 @@ pub fn product_kernel<F: Float, NA: Size, NB: Size, NC: Size>(
             stage_b[other * stage_b_len + k * row_b + slot(k, group, swizzle)] = next_b[l];
         }
         sync_cube();
-        this = other;
+        flipped = other;
         k0 += step;
     }
 

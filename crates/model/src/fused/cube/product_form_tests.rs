@@ -1,5 +1,6 @@
 //! Our product kernel in each form of its inner loop (multiply-adds fused or not,
-//! `ATTEND_GPU_FMA`; lanes in pairs or in rows, `ATTEND_GPU_LANES`) on wgpu (lavapipe will
+//! `ATTEND_GPU_FMA`; lanes in pairs or in rows, `ATTEND_GPU_LANES`; reads at constant offsets
+//! or summed indices, `ATTEND_GPU_ADDRESSES`) on wgpu (lavapipe will
 //! do), launched directly, against Burn's product on the CPU; and the lanes' placement itself.
 
 use burn::tensor::{Tensor, TensorData, TensorPrimitive};
@@ -10,7 +11,8 @@ use crate::fused::dispatch::WgpuUnfused;
 use crate::fused::tests::{close, data, values};
 use crate::fused::{ProductForm, ProductShape, ProductTile};
 
-/// Every form, under an 8 × 8 tile and a wide one, over sizes that end partway through a tile
+/// Every form, under an 8 × 8 tile and two wide ones (8 deep, where reads take constant
+/// offsets, and 16 deep, where the permuted rows keep the summed indices), over sizes that end partway through a tile
 /// and a step, `A` read through a transposed view: each the CPU's product. (On lavapipe the
 /// forms give the same bits: Mesa fuses `a·b + c` either way, and where a lane sits changes
 /// no sum.)
@@ -26,9 +28,10 @@ fn product_kernel_in_every_form_of_its_inner_loop_on_wgpu_equals_cpu_products() 
         data(a.matmul(Tensor::from_data(b.clone(), &device)))
     };
     let device = Default::default();
-    for tile in [ProductTile::HALF_ROWS, ProductTile::of(128, 128, 16).wide()] {
-        for (fma, paired_lanes) in [(true, true), (false, true), (true, false), (false, false)] {
-            let form = ProductForm { fma, paired_lanes };
+    let tiles = [ProductTile::HALF_ROWS, ProductTile::HALF_ROWS.wide(), ProductTile::of(128, 128, 16).wide()];
+    for tile in tiles {
+        for bits in 0..8u32 {
+            let form = ProductForm { fma: bits & 1 == 1, paired_lanes: bits & 2 == 2, constant_offsets: bits & 4 == 4 };
             let ta = Tensor::<WgpuUnfused, 2>::from_data(a.clone(), &device).transpose();
             let tb = Tensor::<WgpuUnfused, 2>::from_data(b.clone(), &device);
             let c = super::product_launch::product(
@@ -89,7 +92,7 @@ fn fusion_runs_the_product_in_the_form_in_force_at_registration() {
         data(a.matmul(Tensor::from_data(b.clone(), &device)))
     };
     let device = Default::default();
-    for form in [ProductForm { fma: false, paired_lanes: false }, ProductForm::DEFAULT] {
+    for form in [ProductForm { fma: false, paired_lanes: false, constant_offsets: false }, ProductForm::DEFAULT] {
         let c = with_product_form(form, || {
             let a = Tensor::<burn_wgpu::Wgpu, 2>::from_data(a.clone(), &device);
             let b = Tensor::<burn_wgpu::Wgpu, 2>::from_data(b.clone(), &device);

@@ -115,6 +115,7 @@ pub(super) fn product<R: CubeRuntime>(
             tile.unit_cols,
             form.fma,
             form.paired_lanes,
+            form.constant_offsets,
             triangle,
             dtype,
         );

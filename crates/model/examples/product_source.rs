@@ -1,0 +1,37 @@
+//! Prints the CUDA C++ of our product kernel, compiled on the host by CubeCL's CUDA compiler
+//! (no GPU; a Vulkan driver such as lavapipe defines the kernel): `cargo run --release -p
+//! attend-model --features kernel-source --example product_source -- TILE LAYOUT [FMA LANES
+//! ADDRESSES]`, e.g. `64x128x8 forward on pairs offsets`. `scripts/product_sass.sh` compiles it to SASS.
+
+use attend_model::fused::{
+    parse_product_addresses, parse_product_fma, parse_product_lanes, parse_product_tile, product_cuda_source,
+    ProductForm, ProductLayout, TileChoice,
+};
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if !(2..=5).contains(&args.len()) {
+        eprintln!("usage: product_source TILE forward|dx|dw [on|off] [pairs|rows] [offsets|sums]");
+        std::process::exit(2);
+    }
+    let fail = |message: String| -> ! {
+        eprintln!("product_source: {message}");
+        std::process::exit(2)
+    };
+    let tile = match parse_product_tile(&args[0]).unwrap_or_else(|e| fail(e)) {
+        TileChoice::Fixed(tile) => tile,
+        TileChoice::Auto => fail("name a tile, not `auto`".into()),
+    };
+    let layout = ProductLayout::parse(&args[1]).unwrap_or_else(|e| fail(e));
+    let mut form = ProductForm::DEFAULT;
+    if let Some(fma) = args.get(2) {
+        form.fma = parse_product_fma(fma).unwrap_or_else(|e| fail(e));
+    }
+    if let Some(lanes) = args.get(3) {
+        form.paired_lanes = parse_product_lanes(lanes).unwrap_or_else(|e| fail(e));
+    }
+    if let Some(addresses) = args.get(4) {
+        form.constant_offsets = parse_product_addresses(addresses).unwrap_or_else(|e| fail(e));
+    }
+    print!("{}", product_cuda_source(tile, form, layout));
+}
