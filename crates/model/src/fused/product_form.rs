@@ -13,9 +13,9 @@
 //!   units), whose reads of `B` take four (docs/benchmarks.md, "A warp's lanes in pairs").
 //! - `ATTEND_GPU_ADDRESSES`: `offsets` (the default), each read of the staged operands at
 //!   this unit's base plus a constant, which the compiler makes the read's immediate offset;
-//!   `sums`, the forty-fourth session's indices (the stage, the step and the unit added up at
-//!   each read), which on CUDA cost two integer instructions a read (docs/benchmarks.md, "The
-//!   product kernel's SASS, read without a GPU").
+//!   `sums`, the indices as they were until the forty-fifth session (the stage, the step and
+//!   the unit added up at each read), which on CUDA cost two integer instructions a read
+//!   (docs/benchmarks.md, "The product kernel's SASS, read without a GPU").
 
 use std::cell::Cell;
 use std::sync::OnceLock;
@@ -46,8 +46,8 @@ const EXPECTED_LANES: &str =
     "pairs (the default: lanes paired on the vectors they read) or rows (eight consecutive lanes a row)";
 
 /// The values `ATTEND_GPU_ADDRESSES` takes, for its errors.
-const EXPECTED_ADDRESSES: &str =
-    "offsets (the default: each read at the unit's base plus a constant) or sums (the stage, step and unit added at each read)";
+const EXPECTED_ADDRESSES: &str = "offsets (the default: each read at the unit's base plus a constant) \
+     or sums (the stage, step and unit added at each read)";
 
 /// A value of `ATTEND_GPU_FMA`: `on` (or empty) or `off`; anything else is an error that
 /// names the variable and the values it takes.

@@ -234,28 +234,36 @@ pub fn product_kernel<F: Float, NA: Size, NB: Size, NC: Size>(
         // and a shift-add, 64 for the 32 reads of an 8-deep step beside its 512 `fma`, read off
         // the SASS with `scripts/product_sass.sh`); written as base plus constant, the constant
         // becomes the read's immediate offset and the reads take none.
-        let (unit_a, unit_b) = (this_a + ty, this_b + tx);
+        // (Left 0 in the `sums` form, whose indices then hold no trace of them: its SASS is the
+        // former kernel's, instruction for instruction.)
+        let mut unit_a = 0usize;
+        let mut unit_b = 0usize;
+        if comptime![offsets && !swizzle] {
+            unit_a = this_a + ty;
+            unit_b = this_b + tx;
+        }
         #[unroll]
         for k in 0..step {
-            let mut a0 = Four::zeroed();
-            let mut a1 = Four::zeroed();
+            // Where this unit's vectors lie at `k`: the base plus a constant, or summed.
+            let mut a0_at = unit_a + comptime![k * row_a];
+            let mut a1_at = unit_a + comptime![k * row_a + side_m];
+            let mut b_k = unit_b + comptime![k * row_b];
             if comptime![swizzle || !offsets] {
                 // The 16-deep steps' permutation (`slot`) is no constant offset; `sums` is the
                 // former form (`ATTEND_GPU_ADDRESSES`).
-                let (at_a, at_b) = (this_a + k * row_a, this_b + k * row_b);
-                a0 = stage_a[at_a + slot(k, ty, swizzle)];
-                a1 = stage_a[at_a + slot(k, side_m + ty, swizzle)];
-                #[unroll]
-                for g in 0..groups_n {
-                    bs[g] = stage_b[at_b + slot(k, side_n * g + tx, swizzle)];
+                let at_a = this_a + k * row_a;
+                a0_at = at_a + slot(k, ty, swizzle);
+                a1_at = at_a + slot(k, side_m + ty, swizzle);
+                b_k = this_b + k * row_b;
+            }
+            let (a0, a1) = (stage_a[a0_at], stage_a[a1_at]);
+            #[unroll]
+            for g in 0..groups_n {
+                let mut b_at = b_k + comptime![side_n * g];
+                if comptime![swizzle || !offsets] {
+                    b_at = b_k + slot(k, side_n * g + tx, swizzle);
                 }
-            } else {
-                a0 = stage_a[unit_a + comptime![k * row_a]];
-                a1 = stage_a[unit_a + comptime![k * row_a + side_m]];
-                #[unroll]
-                for g in 0..groups_n {
-                    bs[g] = stage_b[unit_b + comptime![k * row_b + side_n * g]];
-                }
+                bs[g] = stage_b[b_at];
             }
             #[unroll]
             for i in 0usize..4 {

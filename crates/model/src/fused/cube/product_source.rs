@@ -77,14 +77,15 @@ pub fn product_cuda_source(tile: ProductTile, form: ProductForm, layout: Product
     let a = <Operand as LaunchArg>::register(arg(), &mut launcher);
     let b = <Operand as LaunchArg>::register(arg(), &mut launcher);
     let c = <Operand as LaunchArg>::register(arg(), &mut launcher);
-    let offset = <u32 as LaunchArg>::register(0u32, &mut launcher);
+    // A scalar's compilation argument is `()`: its value is read at run time.
+    <u32 as LaunchArg>::register(0u32, &mut launcher);
     let kernel = product_kernel::ProductKernel::<WgpuRuntime>::new(
         settings,
         client.clone(),
         a,
         b,
         c,
-        offset,
+        (),
         va,
         vb,
         vc,
@@ -119,6 +120,7 @@ mod tests {
 
     #[test]
     fn cuda_source_of_the_product_kernel_is_one_entry_point_of_the_tiles_units_in_the_form_asked() {
+        let _turn = super::super::tests::serial();
         let fused = product_cuda_source(ProductTile::HALF_ROWS, ProductForm::DEFAULT, ProductLayout::FORWARD);
         assert_eq!(fused.matches("__global__").count(), 1, "{fused}");
         assert!(fused.contains("__launch_bounds__(128)") && fused.contains("product_kernel"), "{fused}");
