@@ -1,17 +1,21 @@
 //! Prints the CUDA C++ of our product kernel, compiled on the host by CubeCL's CUDA compiler
 //! (no GPU; a Vulkan driver such as lavapipe defines the kernel): `cargo run --release -p
 //! attend-model --features kernel-source --example product_source -- TILE LAYOUT [FMA LANES
-//! ADDRESSES]`, e.g. `64x128x8 forward on pairs offsets`. `scripts/product_sass.sh` compiles it to SASS.
+//! ADDRESSES TRIANGLE]`, e.g. `64x128x8 forward on pairs offsets full`; TRIANGLE is `full`,
+//! `output` (`tril(A·B)`: attention's scores), `lower-a` (`tril(A)·B`: its context) or
+//! `upper-a` (`triu(A)·B`: `dV`). `scripts/product_sass.sh` compiles it to SASS.
 
 use attend_model::fused::{
     parse_product_addresses, parse_product_fma, parse_product_lanes, parse_product_tile, product_cuda_source,
-    ProductForm, ProductLayout, TileChoice,
+    ProductForm, ProductLayout, TileChoice, Triangle,
 };
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if !(2..=5).contains(&args.len()) {
-        eprintln!("usage: product_source TILE forward|dx|dw [on|off] [pairs|rows] [offsets|sums]");
+    if !(2..=6).contains(&args.len()) {
+        eprintln!(
+            "usage: product_source TILE forward|dx|dw [on|off] [pairs|rows] [offsets|sums] [full|output|lower-a|upper-a]"
+        );
         std::process::exit(2);
     }
     let fail = |message: String| -> ! {
@@ -33,5 +37,12 @@ fn main() {
     if let Some(addresses) = args.get(4) {
         form.constant_offsets = parse_product_addresses(addresses).unwrap_or_else(|e| fail(e));
     }
-    print!("{}", product_cuda_source(tile, form, layout));
+    let triangle = match args.get(5).map(String::as_str) {
+        None | Some("full") => Triangle::Full,
+        Some("output") => Triangle::Output(0),
+        Some("lower-a") => Triangle::LowerA(0),
+        Some("upper-a") => Triangle::UpperA(0),
+        Some(other) => fail(format!("unknown triangle `{other}`: expected full, output, lower-a or upper-a")),
+    };
+    print!("{}", product_cuda_source(tile, form, layout, triangle));
 }

@@ -21,7 +21,7 @@ use cubecl_runtime::compiler::CubeTask;
 use cubecl_runtime::kernel::KernelTask;
 
 use super::product::product_kernel;
-use crate::fused::{ProductForm, ProductTile};
+use crate::fused::{ProductForm, ProductTile, Triangle};
 
 /// How the kernel reads its operands: which axis of each is contiguous and whether each
 /// operand (and the output) is read as vectors of four rows (`product_launch.rs`).
@@ -57,9 +57,10 @@ impl ProductLayout {
     }
 }
 
-/// The CUDA C++ of the product kernel in `f32` for `tile`, `form` and `layout` (rank 2, no
-/// triangle), as CubeCL's CUDA compiler writes it with fast math on (burn-cuda's options).
-pub fn product_cuda_source(tile: ProductTile, form: ProductForm, layout: ProductLayout) -> String {
+/// The CUDA C++ of the product kernel in `f32` for `tile`, `form`, `layout` and `triangle`
+/// (rank 2; attention's products are batched over its heads, with the same loop), as CubeCL's
+/// CUDA compiler writes it with fast math on (burn-cuda's options).
+pub fn product_cuda_source(tile: ProductTile, form: ProductForm, layout: ProductLayout, triangle: Triangle) -> String {
     assert!(ProductTile::ALL.contains(&tile), "product tile {tile:?} is not one the kernel takes");
     let client = WgpuRuntime::client(&WgpuDevice::default());
     let settings =
@@ -99,7 +100,7 @@ pub fn product_cuda_source(tile: ProductTile, form: ProductForm, layout: Product
         form.fma,
         form.paired_lanes,
         form.constant_offsets,
-        0,
+        triangle.code().0,
         f32::as_type_native_unchecked().storage_type(),
     );
     let options = CompilationOptions {
@@ -121,18 +122,26 @@ mod tests {
     #[test]
     fn cuda_source_of_the_product_kernel_is_one_entry_point_of_the_tiles_units_in_the_form_asked() {
         let _turn = super::super::tests::serial();
-        let fused = product_cuda_source(ProductTile::HALF_ROWS, ProductForm::DEFAULT, ProductLayout::FORWARD);
+        let full = Triangle::Full;
+        let fused = product_cuda_source(ProductTile::HALF_ROWS, ProductForm::DEFAULT, ProductLayout::FORWARD, full);
         assert_eq!(fused.matches("__global__").count(), 1, "{fused}");
         assert!(fused.contains("__launch_bounds__(128)") && fused.contains("product_kernel"), "{fused}");
         assert!(fused.contains("fma("), "fma on writes fused multiply-adds");
         let unfused = ProductForm { fma: false, ..ProductForm::DEFAULT };
-        let plain = product_cuda_source(ProductTile::DEFAULT, unfused, ProductLayout::WEIGHT_GRADIENT);
+        let plain = product_cuda_source(ProductTile::DEFAULT, unfused, ProductLayout::WEIGHT_GRADIENT, full);
         assert!(plain.contains("__launch_bounds__(256)") && !plain.contains("fma("), "{plain}");
         // The layouts' vector sizes reach the kernel's name (`na`, `nb`, `nc`).
         assert!(fused.contains("na_1_nb_4_nc_4") && plain.contains("na_4_nb_4_nc_4"));
         let sums = ProductForm { constant_offsets: false, ..ProductForm::DEFAULT };
-        let summed = product_cuda_source(ProductTile::HALF_ROWS, sums, ProductLayout::FORWARD);
+        let summed = product_cuda_source(ProductTile::HALF_ROWS, sums, ProductLayout::FORWARD, full);
         assert_ne!(summed, fused, "ATTEND_GPU_ADDRESSES reaches the kernel");
+        let lower = product_cuda_source(
+            ProductTile::HALF_ROWS,
+            ProductForm::DEFAULT,
+            ProductLayout::FORWARD,
+            Triangle::LowerA(0),
+        );
+        assert_ne!(lower, fused, "the triangle reaches the kernel");
     }
 
     #[test]
