@@ -7,7 +7,7 @@
 #   scripts/product_sass.sh TILE LAYOUT [FMA] [LANES] [ADDRESSES] [TRIANGLE]
 #     e.g. 64x128x8 forward on pairs offsets full
 #
-# LAYOUT: forward (x·W), dx (dy·Wᵀ) or dw (xᵀ·dy); TRIANGLE: full, output (tril(A·B), attention's
+# LAYOUT: forward (x·W), dx (dy·Wᵀ) or dw (xᵀ·dy), whole tiles, or with -ragged after it; TRIANGLE: full, output (tril(A·B), attention's
 # scores), lower-a (tril(A)·B, its context) or upper-a (triu(A)·B, dV). Output in .sass/ (ignored by git):
 # NAME.cu, NAME.cubin, NAME.sass, and on stdout the registers, spills and the loop's counts.
 # NVIDIA's tools come from PyPI wheels (NVRTC, the runtime's and CCCL's headers, nvdisasm,

@@ -14,7 +14,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if !(2..=6).contains(&args.len()) {
         eprintln!(
-            "usage: product_source TILE forward|dx|dw [on|off] [pairs|rows] [offsets|sums] [full|output|lower-a|upper-a]"
+            "usage: product_source TILE forward|dx|dw[-ragged] [on|off] [pairs|rows] [offsets|sums] [full|output|lower-a|upper-a]"
         );
         std::process::exit(2);
     }

@@ -12,10 +12,11 @@
 //!   memory return in two passes where it takes four; `rows`, the forty-first session's placement (8 consecutive lanes a row of
 //!   units), whose reads of `B` take four (docs/benchmarks.md, "A warp's lanes in pairs").
 //! - `ATTEND_GPU_ADDRESSES`: `offsets` (the default), each read of the staged operands at
-//!   this unit's base plus a constant, which the compiler makes the read's immediate offset;
-//!   `sums`, the indices as they were until the forty-fifth session (the stage, the step and
-//!   the unit added up at each read), which on CUDA cost two integer instructions a read
-//!   (docs/benchmarks.md, "The product kernel's SASS, read without a GPU").
+//!   this unit's base plus a constant, which the compiler makes the read's immediate offset,
+//!   and products of whole tiles read and written unguarded (`exact_tiles`); `sums`, the
+//!   kernel as it was until the forty-fifth session (the stage, the step and the unit added up
+//!   at each read, which on CUDA cost two integer instructions a read, and every access
+//!   guarded; docs/benchmarks.md, "The product kernel's SASS, read without a GPU").
 
 use std::cell::Cell;
 use std::sync::OnceLock;

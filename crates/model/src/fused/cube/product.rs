@@ -83,6 +83,7 @@ pub fn product_kernel<F: Float, NA: Size, NB: Size, NC: Size>(
     #[comptime] fused: bool,
     #[comptime] paired: bool,
     #[comptime] offsets: bool,
+    #[comptime] exact: bool,
     #[comptime] triangle: u32,
     #[define(F)] _dtype: StorageType,
 ) {
@@ -108,6 +109,9 @@ pub fn product_kernel<F: Float, NA: Size, NB: Size, NC: Size>(
     // operand's contiguous axis) then fall in different groups of four banks, as with 16-deep
     // steps, which would not fit 32 KB padded, the rows' vectors permuted by `k` do ([`slot`]).
     let swizzle = comptime![step == 16];
+    // `exact`: `m`, `n` and `k`'s range are whole tiles and steps (`product_launch.rs`), so no
+    // read or write needs its bounds checked.
+    let checked = comptime![!exact];
     let pad = comptime![if swizzle { 0 } else { 1 }];
     let row_a = comptime![tile_m / 4 + pad];
     let row_b = comptime![tile_n / 4 + pad];
@@ -197,13 +201,13 @@ pub fn product_kernel<F: Float, NA: Size, NB: Size, NC: Size>(
     for l in 0..loads_a {
         let (group, k) = place(unit + l * units, a_k_contiguous, tile_m, step);
         stage_a[k * row_a + slot(k, group, swizzle)] =
-            fetch::<F, NA>(a, a_base, row0, k_begin, m, depth, a_rs, a_ks, group, k, offset, keep_a);
+            fetch::<F, NA>(a, a_base, row0, k_begin, m, depth, a_rs, a_ks, group, k, offset, keep_a, checked);
     }
     #[unroll]
     for l in 0..loads_b {
         let (group, k) = place(unit + l * units, b_k_contiguous, tile_n, step);
         stage_b[k * row_b + slot(k, group, swizzle)] =
-            fetch::<F, NB>(b, b_base, col0, k_begin, n, depth, b_rs, b_ks, group, k, offset, 0u32);
+            fetch::<F, NB>(b, b_base, col0, k_begin, n, depth, b_rs, b_ks, group, k, offset, 0u32, checked);
     }
     sync_cube();
     let mut flipped = 0usize;
@@ -216,16 +220,23 @@ pub fn product_kernel<F: Float, NA: Size, NB: Size, NC: Size>(
         if comptime![offsets] {
             this = ((k0 - k_begin) / comptime![step]) % 2;
         }
-        // The next step's elements travel while this step multiplies (zeros past the end).
+        // The next step's elements travel while this step multiplies (zeros past the end;
+        // with `exact` tiles, unguarded, the last step reading its own slice again instead of
+        // one past `k`'s end: a branch around the reads held more registers).
+        let mut next_k = k0 + step;
+        if comptime![exact] {
+            next_k = min(next_k, k_end - step);
+        }
         #[unroll]
         for l in 0..loads_a {
             let (group, k) = place(unit + l * units, a_k_contiguous, tile_m, step);
-            next_a[l] = fetch::<F, NA>(a, a_base, row0, k0 + step, m, depth, a_rs, a_ks, group, k, offset, keep_a);
+            next_a[l] =
+                fetch::<F, NA>(a, a_base, row0, next_k, m, depth, a_rs, a_ks, group, k, offset, keep_a, checked);
         }
         #[unroll]
         for l in 0..loads_b {
             let (group, k) = place(unit + l * units, b_k_contiguous, tile_n, step);
-            next_b[l] = fetch::<F, NB>(b, b_base, col0, k0 + step, n, depth, b_rs, b_ks, group, k, offset, 0u32);
+            next_b[l] = fetch::<F, NB>(b, b_base, col0, next_k, n, depth, b_rs, b_ks, group, k, offset, 0u32, checked);
         }
         let (this_a, this_b) = (this * stage_a_len, this * stage_b_len);
         // This unit's first vector of `A` and of `B` in this stage; each read of the step adds
@@ -320,13 +331,13 @@ pub fn product_kernel<F: Float, NA: Size, NB: Size, NC: Size>(
                 comptime![assert!(c.vector_size() == 1 || c.vector_size() == 4)];
                 if comptime![c.vector_size() == 4] {
                     // `n` is a multiple of 4 and `c`'s rows are contiguous: one 128-bit write.
-                    if row < m && col < n {
+                    if exact || (row < m && col < n) {
                         c[(c_base + row * c_rs + col) / 4] = Vector::cast_from(four);
                     }
                 } else {
                     #[unroll]
                     for j in 0usize..4 {
-                        if row < m && col + j < n {
+                        if exact || (row < m && col + j < n) {
                             c[c_base + row * c_rs + (col + j) * c_cs] = Vector::new(F::cast_from(four[j]));
                         }
                     }

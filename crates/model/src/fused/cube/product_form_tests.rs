@@ -47,6 +47,60 @@ fn product_kernel_in_every_form_of_its_inner_loop_on_wgpu_equals_cpu_products() 
     }
 }
 
+/// Shapes of whole tiles and steps: the `offsets` form reads and writes them unguarded
+/// (`exact_tiles`), `sums` keeps every check; each the CPU's product, in every layout of its
+/// operands (`A` along `k` or along its rows, `B` the same), under an 8-deep tile, a wide one
+/// and a 16-deep one; and shapes ragged for a tile (40 deep for 16-deep steps, 120 rows),
+/// guarded again.
+#[test]
+fn whole_tiles_read_unguarded_in_the_offsets_form_equal_cpu_products_in_every_layout() {
+    let _turn = super::tests::serial();
+    let device = Default::default();
+    let tiles = [ProductTile::HALF_ROWS, ProductTile::HALF_ROWS.wide(), ProductTile::of(128, 128, 16)];
+    for (m, k, n) in [(128, 48, 256), (128, 40, 256), (120, 48, 256)] {
+        let a = TensorData::new(values(m * k, 45, 1.0), [m, k]);
+        let b = TensorData::new(values(k * n, 46, 1.0), [k, n]);
+        let reference = {
+            let cpu = Default::default();
+            let a = Tensor::<NdArray<f32>, 2>::from_data(a.clone(), &cpu);
+            data(a.matmul(Tensor::from_data(b.clone(), &cpu)))
+        };
+        for tile in tiles {
+            for (a_t, b_t) in [(false, false), (true, false), (false, true), (true, true)] {
+                for offsets in [true, false] {
+                    let form = ProductForm { constant_offsets: offsets, ..ProductForm::DEFAULT };
+                    // A transposed operand is stored transposed and read through its view.
+                    let ta = if a_t {
+                        let stored = Tensor::<NdArray<f32>, 2>::from_data(a.clone(), &Default::default()).transpose();
+                        Tensor::<WgpuUnfused, 2>::from_data(stored.into_data(), &device).transpose()
+                    } else {
+                        Tensor::<WgpuUnfused, 2>::from_data(a.clone(), &device)
+                    };
+                    let tb = if b_t {
+                        let stored = Tensor::<NdArray<f32>, 2>::from_data(b.clone(), &Default::default()).transpose();
+                        Tensor::<WgpuUnfused, 2>::from_data(stored.into_data(), &device).transpose()
+                    } else {
+                        Tensor::<WgpuUnfused, 2>::from_data(b.clone(), &device)
+                    };
+                    let c = super::product_launch::product(
+                        ta.into_primitive().tensor(),
+                        tb.into_primitive().tensor(),
+                        tile,
+                        ProductShape::PLAIN,
+                        form,
+                    );
+                    let whole = m % tile.rows == 0 && n % tile.cols == 0 && k % tile.depth == 0;
+                    let exact = *super::product_launch::LAST_EXACT.lock().unwrap();
+                    assert_eq!(exact, Some(offsets && whole), "{} {form:?} k {k}", tile.name());
+                    let c = Tensor::<WgpuUnfused, 2>::from_primitive(TensorPrimitive::Float(c));
+                    let what = format!("{} {form:?} k {k} a_t {a_t} b_t {b_t}", tile.name());
+                    close(&data(c), &reference, 1e-5, &what);
+                }
+            }
+        }
+    }
+}
+
 /// Both placements give each unit of a tile its own place, lanes `ℓ` and `ℓ ^ 1` sharing a row
 /// of units (the same vector of `A`); in pairs lanes `ℓ` and `ℓ ^ 2` share a column too (the
 /// same vector of `B`), which in rows they do not.

@@ -77,16 +77,20 @@ pub(super) fn product<R: CubeRuntime>(
     // `A`'s rows are its second-last axis, `B`'s and `C`'s columns their last.
     let (va, vb, vc) =
         (vectors_of_four_rows(&a, false), vectors_of_four_rows(&b, true), vectors_of_four_rows(&out, true));
+    let exact = exact_tiles(m, n, sa[rank - 1], tile, triangle, form);
     #[cfg(test)]
     {
         *LAST_TILE.lock().unwrap() = Some(tile);
         *LAST_FORM.lock().unwrap() = Some(form);
+        *LAST_EXACT.lock().unwrap() = Some(exact);
         LAUNCHES.lock().unwrap().push((shape, batch));
     }
     #[cfg(test)]
     VECTORS.fetch_add([va, vb, vc].iter().filter(|&&v| v == 4).count(), std::sync::atomic::Ordering::Relaxed);
     // SAFETY: every read of an operand is guarded by its rows and depth, every write of `out`
-    // by its rows and columns (`load`, `fetch`, the final loop), the tile is one the kernel takes (asserted: whole warps, whole loads), the shapes match (asserted above) and
+    // by its rows and columns (`load`, `fetch`, the final loop), or, where `exact`, lies inside
+    // them unguarded (every tile whole, every step of `k` whole and below its length, which is
+    // not 0, the next step read only where there is one: `exact_tiles`), the tile is one the kernel takes (asserted: whole warps, whole loads), the shapes match (asserted above) and
     // the position along each batch axis is below `out`'s size there and each operand's (or
     // the operand has one entry there: `CUBE_POS_Z` counts `out`'s batch entries); shared memory is indexed below its size (two stages of `step` rows); the loop over `k` ends (from `k_begin` to `k_end`, which a triangle only narrows; every
     // read stays guarded by `k`'s length whatever they are); the heads-last output is a permuted view of a buffer of its size. A
@@ -116,6 +120,7 @@ pub(super) fn product<R: CubeRuntime>(
             form.fma,
             form.paired_lanes,
             form.constant_offsets,
+            exact,
             triangle,
             dtype,
         );
@@ -126,6 +131,32 @@ pub(super) fn product<R: CubeRuntime>(
 /// The tile of the kernel's last launch (tests only).
 #[cfg(test)]
 pub(super) static LAST_TILE: std::sync::Mutex<Option<ProductTile>> = std::sync::Mutex::new(None);
+
+/// Whether the kernel's last launch took whole tiles unguarded (tests only).
+#[cfg(test)]
+pub(super) static LAST_EXACT: std::sync::Mutex<Option<bool>> = std::sync::Mutex::new(None);
+
+/// Whether the kernel may read and write without bounds checks (its `exact`): `m` rows and `n`
+/// columns of whole tiles, and `depth`, not 0, of whole steps, with no triangle that narrows
+/// `k`'s range (`tril(A)·B`, `triu(A)·B`); in the `offsets` form only, so that `sums` stays the
+/// former kernel (`ATTEND_GPU_ADDRESSES`). In an H200's SASS the bounds checks of the next
+/// slice's reads cost 8-40 instructions a step and up to 32 registers a unit (docs/benchmarks.md,
+/// "The product kernel's SASS, read without a GPU").
+pub(super) fn exact_tiles(
+    m: usize,
+    n: usize,
+    depth: usize,
+    tile: ProductTile,
+    triangle: u32,
+    form: ProductForm,
+) -> bool {
+    form.constant_offsets
+        && triangle <= 1
+        && depth > 0
+        && m.is_multiple_of(tile.rows)
+        && n.is_multiple_of(tile.cols)
+        && depth.is_multiple_of(tile.depth)
+}
 
 /// The form of the kernel's last launch (tests only).
 #[cfg(test)]

@@ -33,27 +33,40 @@ pub struct ProductLayout {
     pub b_k_contiguous: bool,
     /// Vector sizes (1 or 4) of `A`, `B` and `C`.
     pub vectors: [usize; 3],
+    /// The shapes are whole tiles and steps, so that the `offsets` form reads and writes
+    /// unguarded (`product_launch::exact_tiles`), as nanoGPT's products are; `false`: ragged.
+    pub exact: bool,
 }
 
 impl ProductLayout {
     /// A linear map's forward `x·W`: `x` along `k`, `W`'s rows as vectors of four.
     pub const FORWARD: ProductLayout =
-        ProductLayout { a_k_contiguous: true, b_k_contiguous: false, vectors: [1, 4, 4] };
+        ProductLayout { a_k_contiguous: true, b_k_contiguous: false, vectors: [1, 4, 4], exact: true };
     /// Its input gradient `dy·Wᵀ`: both operands along `k`.
     pub const INPUT_GRADIENT: ProductLayout =
-        ProductLayout { a_k_contiguous: true, b_k_contiguous: true, vectors: [1, 1, 4] };
+        ProductLayout { a_k_contiguous: true, b_k_contiguous: true, vectors: [1, 1, 4], exact: true };
     /// Its weight gradient `xᵀ·dy`: both operands' rows as vectors of four.
     pub const WEIGHT_GRADIENT: ProductLayout =
-        ProductLayout { a_k_contiguous: false, b_k_contiguous: false, vectors: [4, 4, 4] };
+        ProductLayout { a_k_contiguous: false, b_k_contiguous: false, vectors: [4, 4, 4], exact: true };
 
-    /// The layout named `forward`, `dx` or `dw`.
+    /// The layout named `forward`, `dx` or `dw`, of whole tiles, or ragged with `-ragged`
+    /// after the name (`dx-ragged`).
     pub fn parse(name: &str) -> Result<ProductLayout, String> {
-        match name {
-            "forward" => Ok(Self::FORWARD),
-            "dx" => Ok(Self::INPUT_GRADIENT),
-            "dw" => Ok(Self::WEIGHT_GRADIENT),
-            other => Err(format!("unknown product layout `{other}`: expected forward, dx or dw")),
-        }
+        let (base, exact) = match name.strip_suffix("-ragged") {
+            Some(base) => (base, false),
+            None => (name, true),
+        };
+        let layout = match base {
+            "forward" => Self::FORWARD,
+            "dx" => Self::INPUT_GRADIENT,
+            "dw" => Self::WEIGHT_GRADIENT,
+            _ => {
+                return Err(format!(
+                    "unknown product layout `{name}`: expected forward, dx or dw, each with or without -ragged"
+                ))
+            }
+        };
+        Ok(ProductLayout { exact, ..layout })
     }
 }
 
@@ -100,6 +113,8 @@ pub fn product_cuda_source(tile: ProductTile, form: ProductForm, layout: Product
         form.fma,
         form.paired_lanes,
         form.constant_offsets,
+        // As `product_launch::exact_tiles` decides from the shapes.
+        layout.exact && form.constant_offsets && triangle.code().0 <= 1,
         triangle.code().0,
         f32::as_type_native_unchecked().storage_type(),
     );
@@ -149,6 +164,8 @@ mod tests {
         assert_eq!(ProductLayout::parse("forward"), Ok(ProductLayout::FORWARD));
         assert_eq!(ProductLayout::parse("dx"), Ok(ProductLayout::INPUT_GRADIENT));
         assert_eq!(ProductLayout::parse("dw"), Ok(ProductLayout::WEIGHT_GRADIENT));
+        let ragged = ProductLayout { exact: false, ..ProductLayout::INPUT_GRADIENT };
+        assert_eq!(ProductLayout::parse("dx-ragged"), Ok(ragged));
         let error = ProductLayout::parse("backward").unwrap_err();
         assert!(error.contains("backward") && error.contains("forward, dx or dw"), "{error}");
     }

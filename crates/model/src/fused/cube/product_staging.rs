@@ -10,7 +10,8 @@ use cubecl::prelude::*;
 pub(super) type Four = Vector<f32, Const<4>>;
 
 /// Element `(r, k)` of an operand at `base` with strides `rs`, `ks`, or 0 outside `rows` × `depth`
-/// (an operand read one element at a time: `N` is 1).
+/// (an operand read one element at a time: `N` is 1); read unguarded where not `checked` (the
+/// caller knows it inside).
 #[cube]
 #[allow(clippy::too_many_arguments)]
 fn load<F: Float, N: Size>(
@@ -22,9 +23,14 @@ fn load<F: Float, N: Size>(
     depth: usize,
     rs: usize,
     ks: usize,
+    #[comptime] checked: bool,
 ) -> f32 {
     let mut value = 0.0f32;
-    if r < rows && k < depth {
+    if comptime![checked] {
+        if r < rows && k < depth {
+            value = f32::cast_from(x[base + r * rs + k * ks][0]);
+        }
+    } else {
         value = f32::cast_from(x[base + r * rs + k * ks][0]);
     }
     value
@@ -85,6 +91,7 @@ pub(super) fn fetch<F: Float, N: Size>(
     k: usize,
     offset: usize,
     #[comptime] keep: u32,
+    #[comptime] checked: bool,
 ) -> Four {
     let mut four = Four::zeroed();
     let r = r0 + 4 * group;
@@ -92,13 +99,17 @@ pub(super) fn fetch<F: Float, N: Size>(
     comptime![assert!(x.vector_size() == 1 || x.vector_size() == 4)];
     if comptime![x.vector_size() == 4] {
         // `rows` is a multiple of 4: the vector is wholly inside or wholly outside.
-        if r < rows && k0 + k < depth {
+        if comptime![checked] {
+            if r < rows && k0 + k < depth {
+                four = Four::cast_from(x[(base + r + (k0 + k) * ks) / 4]);
+            }
+        } else {
             four = Four::cast_from(x[(base + r + (k0 + k) * ks) / 4]);
         }
     } else {
         #[unroll]
         for i in 0..4usize {
-            four[i] = load::<F, N>(x, base, r + i, k0 + k, rows, depth, rs, ks);
+            four[i] = load::<F, N>(x, base, r + i, k0 + k, rows, depth, rs, ks, checked);
         }
     }
     if comptime![keep != 0] {
