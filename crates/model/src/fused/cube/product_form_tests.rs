@@ -11,6 +11,18 @@ use crate::fused::dispatch::WgpuUnfused;
 use crate::fused::tests::{close, data, values};
 use crate::fused::{ProductForm, ProductShape, ProductTile};
 
+/// `a·b` by our kernel, launched directly under `tile` in `form`.
+fn ours(
+    a: Tensor<WgpuUnfused, 2>,
+    b: Tensor<WgpuUnfused, 2>,
+    tile: ProductTile,
+    form: ProductForm,
+) -> Tensor<WgpuUnfused, 2> {
+    let (a, b) = (a.into_primitive().tensor(), b.into_primitive().tensor());
+    let c = super::product_launch::product(a, b, tile, ProductShape::PLAIN, form);
+    Tensor::from_primitive(TensorPrimitive::Float(c))
+}
+
 /// Every form, under an 8 × 8 tile and two wide ones (8 deep, where reads take constant
 /// offsets, and 16 deep, where the permuted rows keep the summed indices), over sizes that end partway through a tile
 /// and a step, `A` read through a transposed view: each the CPU's product. (On lavapipe the
@@ -34,14 +46,7 @@ fn product_kernel_in_every_form_of_its_inner_loop_on_wgpu_equals_cpu_products() 
             let form = ProductForm { fma: bits & 1 == 1, paired_lanes: bits & 2 == 2, constant_offsets: bits & 4 == 4 };
             let ta = Tensor::<WgpuUnfused, 2>::from_data(a.clone(), &device).transpose();
             let tb = Tensor::<WgpuUnfused, 2>::from_data(b.clone(), &device);
-            let c = super::product_launch::product(
-                ta.into_primitive().tensor(),
-                tb.into_primitive().tensor(),
-                tile,
-                ProductShape::PLAIN,
-                form,
-            );
-            let c = Tensor::<WgpuUnfused, 2>::from_primitive(TensorPrimitive::Float(c));
+            let c = ours(ta, tb, tile, form);
             close(&data(c), &reference, 1e-5, &format!("{} {form:?}", tile.name()));
         }
     }
@@ -82,17 +87,10 @@ fn whole_tiles_read_unguarded_in_the_offsets_form_equal_cpu_products_in_every_la
                     } else {
                         Tensor::<WgpuUnfused, 2>::from_data(b.clone(), &device)
                     };
-                    let c = super::product_launch::product(
-                        ta.into_primitive().tensor(),
-                        tb.into_primitive().tensor(),
-                        tile,
-                        ProductShape::PLAIN,
-                        form,
-                    );
+                    let c = ours(ta, tb, tile, form);
                     let whole = m % tile.rows == 0 && n % tile.cols == 0 && k % tile.depth == 0;
                     let exact = *super::product_launch::LAST_EXACT.lock().unwrap();
                     assert_eq!(exact, Some(offsets && whole), "{} {form:?} k {k}", tile.name());
-                    let c = Tensor::<WgpuUnfused, 2>::from_primitive(TensorPrimitive::Float(c));
                     let what = format!("{} {form:?} k {k} a_t {a_t} b_t {b_t}", tile.name());
                     close(&data(c), &reference, 1e-5, &what);
                 }
