@@ -77,7 +77,7 @@ pub(super) fn product<R: CubeRuntime>(
     // `A`'s rows are its second-last axis, `B`'s and `C`'s columns their last.
     let (va, vb, vc) =
         (vectors_of_four_rows(&a, false), vectors_of_four_rows(&b, true), vectors_of_four_rows(&out, true));
-    let exact = exact_tiles(m, n, sa[rank - 1], tile, triangle, form);
+    let exact = exact_tiles(whole_tiles(m, n, sa[rank - 1], tile), triangle, form);
     #[cfg(test)]
     {
         *LAST_TILE.lock().unwrap() = Some(tile);
@@ -136,26 +136,19 @@ pub(super) static LAST_TILE: std::sync::Mutex<Option<ProductTile>> = std::sync::
 #[cfg(test)]
 pub(super) static LAST_EXACT: std::sync::Mutex<Option<bool>> = std::sync::Mutex::new(None);
 
-/// Whether the kernel may read and write without bounds checks (its `exact`): `m` rows and `n`
-/// columns of whole tiles, and `depth`, not 0, of whole steps, with no triangle that narrows
-/// `k`'s range (`tril(A)·B`, `triu(A)·B`); in the `offsets` form only, so that `sums` stays the
-/// former kernel (`ATTEND_GPU_ADDRESSES`). In an H200's SASS the bounds checks of the next
+/// Whether the kernel may read and write without bounds checks (its `exact`): shapes of
+/// [`whole_tiles`] (`whole`), with no triangle that narrows `k`'s range (`tril(A)·B`,
+/// `triu(A)·B`); in the `offsets` form only, so that `sums` stays the former kernel
+/// (`ATTEND_GPU_ADDRESSES`). In an H200's SASS the bounds checks of the next
 /// slice's reads cost 8-40 instructions a step and up to 32 registers a unit (docs/benchmarks.md,
 /// "The product kernel's SASS, read without a GPU").
-pub(super) fn exact_tiles(
-    m: usize,
-    n: usize,
-    depth: usize,
-    tile: ProductTile,
-    triangle: u32,
-    form: ProductForm,
-) -> bool {
-    form.constant_offsets
-        && triangle <= 1
-        && depth > 0
-        && m.is_multiple_of(tile.rows)
-        && n.is_multiple_of(tile.cols)
-        && depth.is_multiple_of(tile.depth)
+pub(super) fn exact_tiles(whole: bool, triangle: u32, form: ProductForm) -> bool {
+    whole && form.constant_offsets && triangle <= 1
+}
+
+/// `m` rows and `n` columns of whole tiles, and `depth`, not 0, of whole steps.
+fn whole_tiles(m: usize, n: usize, depth: usize, tile: ProductTile) -> bool {
+    depth > 0 && m.is_multiple_of(tile.rows) && n.is_multiple_of(tile.cols) && depth.is_multiple_of(tile.depth)
 }
 
 /// The form of the kernel's last launch (tests only).

@@ -113,8 +113,7 @@ pub fn product_cuda_source(tile: ProductTile, form: ProductForm, layout: Product
         form.fma,
         form.paired_lanes,
         form.constant_offsets,
-        // As `product_launch::exact_tiles` decides from the shapes.
-        layout.exact && form.constant_offsets && triangle.code().0 <= 1,
+        super::product_launch::exact_tiles(layout.exact, triangle.code().0, form),
         triangle.code().0,
         f32::as_type_native_unchecked().storage_type(),
     );
