@@ -77,7 +77,7 @@ pub(super) fn product<R: CubeRuntime>(
     // `A`'s rows are its second-last axis, `B`'s and `C`'s columns their last.
     let (va, vb, vc) =
         (vectors_of_four_rows(&a, false), vectors_of_four_rows(&b, true), vectors_of_four_rows(&out, true));
-    let exact = exact_tiles(whole_tiles(m, n, sa[rank - 1], tile), triangle, form);
+    let exact = exact_tiles(whole_tiles(m, n, sa[rank - 1], tile, (triangle, offset as usize)), form);
     #[cfg(test)]
     {
         *LAST_TILE.lock().unwrap() = Some(tile);
@@ -90,7 +90,8 @@ pub(super) fn product<R: CubeRuntime>(
     // SAFETY: every read of an operand is guarded by its rows and depth, every write of `out`
     // by its rows and columns (`load`, `fetch`, the final loop), or, where `exact`, lies inside
     // them unguarded (every tile whole, every step of `k` whole and below its length, which is
-    // not 0, the next step read only where there is one: `exact_tiles`), the tile is one the kernel takes (asserted: whole warps, whole loads), the shapes match (asserted above) and
+    // not 0, a triangle's range of `k` whole steps and at least one step in every tile, the
+    // next step read only where there is one: `whole_tiles`), the tile is one the kernel takes (asserted: whole warps, whole loads), the shapes match (asserted above) and
     // the position along each batch axis is below `out`'s size there and each operand's (or
     // the operand has one entry there: `CUBE_POS_Z` counts `out`'s batch entries); shared memory is indexed below its size (two stages of `step` rows); the loop over `k` ends (from `k_begin` to `k_end`, which a triangle only narrows; every
     // read stays guarded by `k`'s length whatever they are); the heads-last output is a permuted view of a buffer of its size. A
@@ -137,18 +138,33 @@ pub(super) static LAST_TILE: std::sync::Mutex<Option<ProductTile>> = std::sync::
 pub(super) static LAST_EXACT: std::sync::Mutex<Option<bool>> = std::sync::Mutex::new(None);
 
 /// Whether the kernel may read and write without bounds checks (its `exact`): shapes of
-/// [`whole_tiles`] (`whole`), with no triangle that narrows `k`'s range (`tril(A)·B`,
-/// `triu(A)·B`); in the `offsets` form only, so that `sums` stays the former kernel
-/// (`ATTEND_GPU_ADDRESSES`). In an H200's SASS the bounds checks of the next
+/// [`whole_tiles`] (`whole`), in the `offsets` form only, so that `sums` stays the former
+/// kernel (`ATTEND_GPU_ADDRESSES`). In an H200's SASS the bounds checks of the next
 /// slice's reads cost 8-40 instructions a step and up to 32 registers a unit (docs/benchmarks.md,
 /// "The product kernel's SASS, read without a GPU").
-pub(super) fn exact_tiles(whole: bool, triangle: u32, form: ProductForm) -> bool {
-    whole && form.constant_offsets && triangle <= 1
+pub(super) fn exact_tiles(whole: bool, form: ProductForm) -> bool {
+    whole && form.constant_offsets
 }
 
-/// `m` rows and `n` columns of whole tiles, and `depth`, not 0, of whole steps.
-fn whole_tiles(m: usize, n: usize, depth: usize, tile: ProductTile) -> bool {
-    depth > 0 && m.is_multiple_of(tile.rows) && n.is_multiple_of(tile.cols) && depth.is_multiple_of(tile.depth)
+/// `m` rows and `n` columns of whole tiles, and `depth`, not 0, of whole steps, as is every
+/// step of `k` the triangle (its code and offset, `Triangle::code`) leaves a tile:
+/// `tril(A)·B`'s end and `triu(A)·B`'s start at a tile's diagonal are whole steps where the
+/// offset is, and `triu(A)·B` leaves every tile a step where `m ≤ depth + offset` (its last
+/// tile starts at `m − rows − offset`, which is then below `depth`). Causal self-attention's
+/// products (offset 0, `m` = `depth` = the length) qualify wherever the length is whole tiles.
+pub(super) fn whole_tiles(
+    m: usize,
+    n: usize,
+    depth: usize,
+    tile: ProductTile,
+    (triangle, offset): (u32, usize),
+) -> bool {
+    let steps = match triangle {
+        2 => offset.is_multiple_of(tile.depth),
+        3 => offset.is_multiple_of(tile.depth) && m <= depth + offset,
+        _ => true,
+    };
+    steps && depth > 0 && m.is_multiple_of(tile.rows) && n.is_multiple_of(tile.cols) && depth.is_multiple_of(tile.depth)
 }
 
 /// The form of the kernel's last launch (tests only).

@@ -72,6 +72,48 @@ fn triangular_products_on_wgpu_equal_the_masked_products_on_the_cpu() {
     assert!(ran >= runs, "our kernel ran {ran} times for {runs} products");
 }
 
+/// Triangles over whole tiles: where `k`'s range at every tile's diagonal is whole steps (the
+/// offset a multiple of the step) the kernel reads and writes them unguarded (`whole_tiles`),
+/// still zeroing what the triangle leaves out of `A`; an offset of 8 under 16-deep steps, a
+/// side of 136 rows, and `triu(A)·B` with more rows than `k` and the offset cover (its last
+/// tile would start past `k`'s end) stay guarded. Each the CPU's product of the masked operand.
+#[test]
+fn triangles_of_whole_tiles_and_steps_read_unguarded_and_equal_the_masked_products_on_the_cpu() {
+    let _turn = super::tests::serial();
+    let (narrow, deep) = (ProductTile::NARROW, ProductTile::of(64, 64, 16));
+    let d = 64;
+    // (triangle, m, k, n, tile, unguarded): attention's three shapes at offsets 0, 8 and 128.
+    let mut cases = Vec::new();
+    for (offset, step8, step16) in [(0, true, true), (8, true, false), (128, true, true)] {
+        let (queries, keys) = (128, 128 + offset);
+        for tile in [narrow, deep] {
+            let steps = if tile == narrow { step8 } else { step16 };
+            // 136 keys are no whole tile of `C`'s columns (the scores) or `A`'s rows (`dV`).
+            let keys_whole = keys % tile.rows == 0;
+            cases.push((Triangle::Output(offset), queries, d, keys, tile, keys_whole));
+            cases.push((Triangle::LowerA(offset), queries, keys, d, tile, steps));
+            cases.push((Triangle::UpperA(offset), keys, queries, d, tile, steps && keys_whole));
+        }
+    }
+    cases.push((Triangle::UpperA(0), 256, 128, d, narrow, false));
+    for (triangle, m, k, n, tile, unguarded) in cases {
+        let shape = ProductShape::new(triangle, false);
+        let a = TensorData::new(values(6 * m * k, 33, 1.0), [2, 3, m, k]);
+        let b = TensorData::new(values(6 * k * n, 34, 1.0), [2, 3, k, n]);
+        let reference = {
+            let a = Tensor::<NdArray<f32>, 4>::from_data(a.clone(), &Default::default());
+            data(composed(a, Tensor::from_data(b.clone(), &Default::default()), shape))
+        };
+        let what = format!("{triangle:?} [{m} x {k}]·[{k} x {n}], {}", tile.name());
+        with_product_tile(TileChoice::Fixed(tile), || {
+            *super::product_launch::LAST_EXACT.lock().unwrap() = None;
+            let c = shaped::<WgpuUnfused>(&a, &b, false, shape);
+            close(&data(c), &reference, 1e-4, &what);
+            assert_eq!(*super::product_launch::LAST_EXACT.lock().unwrap(), Some(unguarded), "{what}");
+        });
+    }
+}
+
 /// With heads last a rank-4 result is `[batch, m, heads, n]` in memory, handed out as the
 /// `[batch, heads, m, n]` view of it: the same values, strides permuted, so that joining the
 /// heads (`swap_dims(1, 2)` and a reshape) copies nothing.

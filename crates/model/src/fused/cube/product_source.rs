@@ -113,7 +113,11 @@ pub fn product_cuda_source(tile: ProductTile, form: ProductForm, layout: Product
         form.fma,
         form.paired_lanes,
         form.constant_offsets,
-        super::product_launch::exact_tiles(layout.exact, triangle.code().0, form),
+        // Whole tiles as a launch on `[256 × 256]·[256 × 256]` (every tile divides 256) finds them.
+        super::product_launch::exact_tiles(
+            layout.exact && super::product_launch::whole_tiles(256, 256, 256, tile, triangle.code()),
+            form,
+        ),
         triangle.code().0,
         f32::as_type_native_unchecked().storage_type(),
     );
