@@ -11,7 +11,7 @@ use cubecl::prelude::*;
 
 use super::empty;
 use super::product::product_kernel;
-use crate::fused::{ProductForm, ProductShape, ProductTile};
+use crate::fused::{ProductForm, ProductShape, ProductTile, Triangle};
 
 /// Whether `x`'s last axis (`true`) or the one before it (`false`) has stride 1, or `None`
 /// (neither: the operand is copied first).
@@ -77,7 +77,7 @@ pub(super) fn product<R: CubeRuntime>(
     // `A`'s rows are its second-last axis, `B`'s and `C`'s columns their last.
     let (va, vb, vc) =
         (vectors_of_four_rows(&a, false), vectors_of_four_rows(&b, true), vectors_of_four_rows(&out, true));
-    let exact = exact_tiles(whole_tiles(m, n, sa[rank - 1], tile, (triangle, offset as usize)), form);
+    let exact = exact_tiles(whole_tiles(m, n, sa[rank - 1], tile, shape.triangle), form);
     #[cfg(test)]
     {
         *LAST_TILE.lock().unwrap() = Some(tile);
@@ -147,22 +147,16 @@ pub(super) fn exact_tiles(whole: bool, form: ProductForm) -> bool {
 }
 
 /// `m` rows and `n` columns of whole tiles, and `depth`, not 0, of whole steps, as is every
-/// step of `k` the triangle (its code and offset, `Triangle::code`) leaves a tile:
+/// step of `k` the triangle leaves a tile:
 /// `tril(A)·B`'s end and `triu(A)·B`'s start at a tile's diagonal are whole steps where the
 /// offset is, and `triu(A)·B` leaves every tile a step where `m ≤ depth + offset` (its last
 /// tile starts at `m − rows − offset`, which is then below `depth`). Causal self-attention's
 /// products (offset 0, `m` = `depth` = the length) qualify wherever the length is whole tiles.
-pub(super) fn whole_tiles(
-    m: usize,
-    n: usize,
-    depth: usize,
-    tile: ProductTile,
-    (triangle, offset): (u32, usize),
-) -> bool {
+pub(super) fn whole_tiles(m: usize, n: usize, depth: usize, tile: ProductTile, triangle: Triangle) -> bool {
     let steps = match triangle {
-        2 => offset.is_multiple_of(tile.depth),
-        3 => offset.is_multiple_of(tile.depth) && m <= depth + offset,
-        _ => true,
+        Triangle::LowerA(offset) => offset.is_multiple_of(tile.depth),
+        Triangle::UpperA(offset) => offset.is_multiple_of(tile.depth) && m <= depth + offset,
+        Triangle::Full | Triangle::Output(_) => true,
     };
     steps && depth > 0 && m.is_multiple_of(tile.rows) && n.is_multiple_of(tile.cols) && depth.is_multiple_of(tile.depth)
 }

@@ -115,7 +115,7 @@ pub fn product_cuda_source(tile: ProductTile, form: ProductForm, layout: Product
         form.constant_offsets,
         // Whole tiles as a launch on `[256 × 256]·[256 × 256]` (every tile divides 256) finds them.
         super::product_launch::exact_tiles(
-            layout.exact && super::product_launch::whole_tiles(256, 256, 256, tile, triangle.code()),
+            layout.exact && super::product_launch::whole_tiles(256, 256, 256, tile, triangle),
             form,
         ),
         triangle.code().0,
