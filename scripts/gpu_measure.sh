@@ -16,6 +16,8 @@
 #              configuration with CubeCL's kernel and ours (ATTEND_GPU_MATMUL) under each tile (ATTEND_GPU_TILE;
 #              TILES, comma-separated, times only those; LANES, FMA and ADDRESSES, e.g. "pairs,rows", "on,off"
 #              and "offsets,sums", each tile in each such form of its inner loop), ms and TFLOP/s.
+#              PRODUCTS_BACKEND=cuda times the same kernels compiled by NVRTC instead (a runner
+#              built with cuda): our kernel on both paths tells its design from Vulkan's.
 #              Not part of `all`.
 # - precision: the same configuration in f16 on wgpu (and bf16 on cuda), against f32.
 # - peer:      PyTorch on the same GPU: fp32, tf32, bf16 autocast (nanogpt_gpu_bench.py).
@@ -89,7 +91,7 @@ if [[ $part == overhead || $part == all ]]; then
 fi
 
 if [[ $part == products ]]; then
-  "$XTASK" bench products --backend wgpu --reps "${REPS:-1}" ${TILES:+--tiles "$TILES"} ${LANES:+--lanes "$LANES"} ${FMA:+--fma "$FMA"} ${ADDRESSES:+--addresses "$ADDRESSES"} 2>"$OUT/${TAG:+$TAG-}products.err" |
+  "$XTASK" bench products --backend "${PRODUCTS_BACKEND:-wgpu}" --reps "${REPS:-1}" ${TILES:+--tiles "$TILES"} ${LANES:+--lanes "$LANES"} ${FMA:+--fma "$FMA"} ${ADDRESSES:+--addresses "$ADDRESSES"} 2>"$OUT/${TAG:+$TAG-}products.err" |
     sed "s/^{/{\"tag\":\"${TAG:+$TAG-}products\",/" | tee -a "$OUT/summary.jsonl"
 fi
 

@@ -10,6 +10,8 @@
 # $GPU_DIR (default .gpu, with data/tinyshakespeare/input.txt and nanogpt_gpu_bench.py beside
 # it). A PART is a gpu_measure.sh part and its settings, joined by '+', e.g.
 #   kernels+BACKENDS=wgpu+KERNELS=auto+STEPS=100:300   peer:200   growth+GROWTH_STEPS=200:150
+# A part's RUNNER=NAME runs it with another runner of $GPU_DIR instead (and tags it NAME unless
+# the part sets TAG after it), so that two builds alternate in one call.
 # Where $GPU_DIR/../.gl holds Debian packages of the Vulkan loader and GLVND (gpu_prepare.sh
 # downloads them), they are unpacked into / first, and the NVIDIA driver's Vulkan ICD and EGL
 # vendor file are named when present: with the loader alone an H200 found no adapter.
@@ -33,10 +35,14 @@ egl=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
 [ -f "$egl" ] && export __EGL_VENDOR_LIBRARY_FILENAMES=$egl
 runner=$1
 shift
-if [ ! -x "/tmp/$runner" ]; then
-  python3 -c "import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2],'wb'))" \
-    "$GPU_DIR/$runner.xz" "/tmp/$runner" && chmod +x "/tmp/$runner"
-fi
+# Unpacks runner $1 to /tmp once.
+unpack() {
+  if [ ! -x "/tmp/$1" ]; then
+    python3 -c "import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2],'wb'))" \
+      "$GPU_DIR/$1.xz" "/tmp/$1" && chmod +x "/tmp/$1"
+  fi
+}
+unpack "$runner"
 export TAG=${TAG:-$runner} XTASK=/tmp/$runner DATA_DIR=$PWD/$GPU_DIR/data PEER=$PWD/$GPU_DIR/nanogpt_gpu_bench.py
 export ATTEND_CACHE_DIR=${ATTEND_CACHE_DIR:-/tmp/attend-cache} PYTHONUNBUFFERED=1
 export EXTRA=${EXTRA:---set=train.eval_batches=4 --set=train.checkpoint_every=1000000}
@@ -56,7 +62,15 @@ for spec in "$@"; do
   fi
   echo "== $(date -u +%T) +${now} s: $part (timeout $limit s)"
   IFS=+ read -r -a words <<<"$part"
-  env OUT=$W "${words[@]:1}" timeout "$limit" "$here/gpu_measure.sh" "${words[0]}"
+  # A part's RUNNER=NAME runs that part with another packed runner (its TAG by default).
+  own=()
+  for w in "${words[@]:1}"; do
+    if [[ $w == RUNNER=* ]]; then
+      unpack "${w#RUNNER=}"
+      own=(XTASK="/tmp/${w#RUNNER=}" TAG="${w#RUNNER=}")
+    fi
+  done
+  env OUT=$W "${own[@]}" "${words[@]:1}" timeout "$limit" "$here/gpu_measure.sh" "${words[0]}"
   echo "== exit $? after $(($(date +%s) - T0)) s"
   tail -n 1 "$W/summary.jsonl" 2>/dev/null | cut -c1-600
 done

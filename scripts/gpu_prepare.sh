@@ -10,7 +10,8 @@
 #
 # RUNNER names the packed runner (default xtask-gpu; a new name per build, so that a figure in
 # the docs names the build that made it), FEATURES xtask's features (default wgpu,cuda).
-# SHARED (default ../shared) is where the data and the peer are read.
+# SHARED (default ../shared) is where the data and the peer are read; CARGO_TARGET_DIR is
+# honoured, so that a second build (e.g. `wgpu-exclusive-memory`) keeps its own folder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runner=${1:-xtask-gpu}
@@ -30,7 +31,7 @@ done
 
 cargo build --release -p xtask --features "$features"
 mkdir -p .gpu/data/tinyshakespeare
-strip -o ".gpu/$runner" target/release/xtask
+strip -o ".gpu/$runner" "${CARGO_TARGET_DIR:-target}/release/xtask"
 xz -9 -T0 -f ".gpu/$runner"
 install -m 0644 "$text" .gpu/data/tinyshakespeare/input.txt
 install -m 0644 "$peer" .gpu/nanogpt_gpu_bench.py

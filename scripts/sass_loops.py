@@ -1,11 +1,12 @@
 """Summarize the loops of a kernel's SASS (nvdisasm's output): for each backward branch, the
 instructions between its target label and the branch, counted by opcode, biggest loop first.
 
-    python3 scripts/sass_loops.py kernel.sass [--top N]
+    python3 scripts/sass_loops.py kernel.sass [--top N] [--whole]
 
 A product kernel's loop along `k` is the one with the most FFMA; what else it issues (shared
 memory reads LDS, global reads LDG, stores STS, barriers BAR, integer and address work) is
-the overhead each step pays beside its multiply-adds."""
+the overhead each step pays beside its multiply-adds. `--whole` counts the whole kernel by
+opcode too, for kernels with no loop to speak of (attention's weights, unrolled)."""
 import collections
 import re
 import sys
@@ -45,6 +46,9 @@ def main():
     top = int(sys.argv[sys.argv.index("--top") + 1]) if "--top" in sys.argv else 3
     instrs, labels = parse(open(path).read().splitlines())
     print(f"{path}: {len(instrs)} instructions")
+    if "--whole" in sys.argv:
+        counts = collections.Counter(op.split(".")[0] for _, op, _ in instrs)
+        print("  whole: " + ", ".join(f"{op} {n}" for op, n in counts.most_common()))
     summaries = []
     for start, end in loops(instrs, labels):
         counts = collections.Counter(op.split(".")[0] for _, op, _ in instrs[start : end + 1])

@@ -63,6 +63,8 @@ mod cross_entropy;
 mod cube;
 #[cfg(feature = "kernel-source")]
 pub use cube::product_source::{product_cuda_source, ProductLayout};
+#[cfg(feature = "kernel-source")]
+pub use cube::row_source::attention_weights_cuda_source;
 mod dispatch;
 mod dropout;
 mod embedding;

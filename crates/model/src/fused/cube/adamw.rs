@@ -16,7 +16,7 @@ use burn_cubecl::CubeRuntime;
 /// `θ ← θ·decay − lr · (m/c₁) / (√(v/c₂) + ε)` after `m ← β₁m + (1 − β₁)g`, `v ← β₂v + (1 − β₂)g²`
 /// with `g` the gradient times `scale[0]` where `scaled` (`first`: the moments start at zero
 /// and are not read).
-#[cube(launch)]
+#[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
 fn adamw_update<F: Float>(
     param: &Tensor<F>,
@@ -84,31 +84,35 @@ pub(super) fn launch<R: CubeRuntime>(
     let scaled = scale.is_some();
     let scale = scale.unwrap_or_else(|| grad.clone());
     let dtype = param.dtype.into();
-    adamw_update::launch::<R>(
-        &param.client.clone(),
-        count,
-        dim,
-        param.into_tensor_arg(),
-        grad.into_tensor_arg(),
-        m.into_tensor_arg(),
-        v.into_tensor_arg(),
-        scale.into_tensor_arg(),
-        param_out.clone().into_tensor_arg(),
-        m_out.clone().into_tensor_arg(),
-        v_out.clone().into_tensor_arg(),
-        k.b1,
-        k.b2,
-        k.f1,
-        k.f2,
-        k.c1,
-        k.c2,
-        k.eps,
-        k.lr,
-        k.decay,
-        first,
-        k.exempt,
-        scaled,
-        dtype,
-    );
+    // SAFETY: units past the last element stop (`terminate!` at `param.len()`), and every tensor
+    // but the scale (read at 0, only where `scaled`) has `param`'s length.
+    unsafe {
+        adamw_update::launch_unchecked::<R>(
+            &param.client.clone(),
+            count,
+            dim,
+            param.into_tensor_arg(),
+            grad.into_tensor_arg(),
+            m.into_tensor_arg(),
+            v.into_tensor_arg(),
+            scale.into_tensor_arg(),
+            param_out.clone().into_tensor_arg(),
+            m_out.clone().into_tensor_arg(),
+            v_out.clone().into_tensor_arg(),
+            k.b1,
+            k.b2,
+            k.f1,
+            k.f2,
+            k.c1,
+            k.c2,
+            k.eps,
+            k.lr,
+            k.decay,
+            first,
+            k.exempt,
+            scaled,
+            dtype,
+        );
+    }
     [param_out, m_out, v_out]
 }

@@ -59,7 +59,7 @@ fn masked<M: Numeric>(mask: &Tensor<M>, mask_base: usize, c: usize, #[comptime] 
 /// a time): scores `s·x`, `masked_score` where `mask` is set, their softmax, and each weight
 /// kept (times `inverse_keep`) where its draw is below `threshold`. A unit holds its `chunks`
 /// vectors of the row (every [`UNITS`]th) in registers from one read to the writes.
-#[cube(launch)]
+#[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
 pub fn attention_weights_forward<F: Float, M: Numeric, I: Numeric, N: Size>(
     x: &Tensor<Vector<F, N>>,
@@ -139,7 +139,7 @@ pub fn attention_weights_forward<F: Float, M: Numeric, I: Numeric, N: Size>(
 /// The gradient of each row's raw scores from `P` (`weights`), `P̃` (`dropped`) and `dP̃`
 /// (`grad`), all `[rows, keys]`, contiguous and read `N` keys at a time: `s·P ⊙ (dP − Σ dP ⊙
 /// P)`, 0 where `mask` is set. A unit holds its `chunks` vectors of `P` and `dP` in registers.
-#[cube(launch)]
+#[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
 pub fn attention_weights_backward<F: Float, M: Numeric, N: Size>(
     weights: &Tensor<Vector<F, N>>,
@@ -230,24 +230,29 @@ pub(super) fn forward<R: CubeRuntime>(
     // Without a mask the kernel still takes a tensor there (never read): `x` itself.
     let mask = mask.unwrap_or_else(|| x.clone());
     let dtypes = [x.dtype.into(), mask.dtype.into(), key.dtype.into()];
-    attention_weights_forward::launch::<R>(
-        &x.client.clone(),
-        count,
-        dim,
-        width,
-        x.into_tensor_arg(),
-        mask.into_tensor_arg(),
-        key.into_tensor_arg(),
-        weights.clone().into_tensor_arg(),
-        dropped.clone().into_tensor_arg(),
-        scale as f32,
-        MASKED_SCORE,
-        threshold(keep),
-        (1.0 / keep) as f32,
-        has_mask,
-        chunks,
-        dtypes,
-    );
+    // SAFETY: `this_row` gives units past the last row no keys, each read and write is of a vector
+    // below the row's (`v < vectors`), the mask is read through its own strides at those keys, the
+    // key at 0 and its stride.
+    unsafe {
+        attention_weights_forward::launch_unchecked::<R>(
+            &x.client.clone(),
+            count,
+            dim,
+            width,
+            x.into_tensor_arg(),
+            mask.into_tensor_arg(),
+            key.into_tensor_arg(),
+            weights.clone().into_tensor_arg(),
+            dropped.clone().into_tensor_arg(),
+            scale as f32,
+            MASKED_SCORE,
+            threshold(keep),
+            (1.0 / keep) as f32,
+            has_mask,
+            chunks,
+            dtypes,
+        );
+    }
     [weights, dropped].map(|t| burn_cubecl::ops::reshape(t, shape.clone()))
 }
 
@@ -269,21 +274,26 @@ pub(super) fn backward<R: CubeRuntime>(
     let has_mask = mask.is_some();
     let mask = mask.unwrap_or_else(|| weights.clone());
     let dtypes = [weights.dtype.into(), mask.dtype.into()];
-    attention_weights_backward::launch::<R>(
-        &weights.client.clone(),
-        count,
-        dim,
-        width,
-        weights.into_tensor_arg(),
-        dropped.into_tensor_arg(),
-        grad.into_tensor_arg(),
-        mask.into_tensor_arg(),
-        dx.clone().into_tensor_arg(),
-        scale as f32,
-        (1.0 / keep) as f32,
-        has_mask,
-        chunks,
-        dtypes,
-    );
+    // SAFETY: `this_row` gives units past the last row no keys, each read and write is of a vector
+    // below the row's (`v < vectors`), and `weights`, `dropped`, `grad` and `dx` are laid out
+    // alike; the mask is read through its own strides.
+    unsafe {
+        attention_weights_backward::launch_unchecked::<R>(
+            &weights.client.clone(),
+            count,
+            dim,
+            width,
+            weights.into_tensor_arg(),
+            dropped.into_tensor_arg(),
+            grad.into_tensor_arg(),
+            mask.into_tensor_arg(),
+            dx.clone().into_tensor_arg(),
+            scale as f32,
+            (1.0 / keep) as f32,
+            has_mask,
+            chunks,
+            dtypes,
+        );
+    }
     burn_cubecl::ops::reshape(dx, shape)
 }

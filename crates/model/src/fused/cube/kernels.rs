@@ -112,7 +112,7 @@ fn score<F: Float, M: Numeric>(
 /// Softmax over each row of `x`; where `has_mask`, the entries whose `mask` (viewed as
 /// `[batch, heads, queries, keys]` through its strides, rows being `(batch, head, query)`) is
 /// set count as `masked_score` first (attention's masked softmax).
-#[cube(launch)]
+#[cube(launch_unchecked)]
 pub fn softmax_forward<F: Float, M: Numeric>(
     x: &Tensor<F>,
     mask: &Tensor<M>,
@@ -143,7 +143,7 @@ pub fn softmax_forward<F: Float, M: Numeric>(
 }
 
 /// The softmax's backward over each row, from its output `y`: `y ⊙ (grad − Σ grad ⊙ y)`.
-#[cube(launch)]
+#[cube(launch_unchecked)]
 pub fn softmax_backward<F: Float>(
     y: &Tensor<F>,
     grad: &Tensor<F>,
@@ -206,7 +206,7 @@ fn log_sum_exp<F: Float, M: Numeric>(
 
 /// Softmax + cross-entropy per row of logits `z` against `targets`: `out[row] = [nll,
 /// smoothed]` with `nll = lse − z_t` and `smoothed = (1 − s)·nll + s·(lse − mean z)`.
-#[cube(launch)]
+#[cube(launch_unchecked)]
 pub fn cross_entropy_forward<F: Float, I: Numeric>(
     z: &Tensor<F>,
     targets: &Tensor<I>,
@@ -247,7 +247,7 @@ pub fn cross_entropy_forward<F: Float, I: Numeric>(
 /// The cross-entropy's gradient with respect to the logits, from the output's gradient
 /// `(g₀, g₁)` per row and `p = softmax(z)`:
 /// `dz = (g₀ + g₁)·p − g₁·s/V − (g₀ + (1 − s)·g₁)·onehot(t)`.
-#[cube(launch)]
+#[cube(launch_unchecked)]
 pub fn cross_entropy_backward<F: Float, I: Numeric>(
     z: &Tensor<F>,
     targets: &Tensor<I>,
@@ -288,7 +288,7 @@ fn normal_cdf(x: f32) -> f32 {
 }
 
 /// Exact GELU, element-wise: `x·Φ(x)`.
-#[cube(launch)]
+#[cube(launch_unchecked)]
 pub fn gelu_forward<F: Float>(x: &Tensor<F>, out: &mut Tensor<F>, #[define(F)] _dtype: StorageType) {
     let i = ABSOLUTE_POS;
     if i >= x.len() {
@@ -299,7 +299,7 @@ pub fn gelu_forward<F: Float>(x: &Tensor<F>, out: &mut Tensor<F>, #[define(F)] _
 }
 
 /// GELU's backward, element-wise: `grad·(Φ(x) + x·φ(x))`.
-#[cube(launch)]
+#[cube(launch_unchecked)]
 pub fn gelu_backward<F: Float>(x: &Tensor<F>, grad: &Tensor<F>, dx: &mut Tensor<F>, #[define(F)] _dtype: StorageType) {
     let i = ABSOLUTE_POS;
     if i >= x.len() {

@@ -2,6 +2,15 @@
 //! element-wise one, whether the device reads four elements at once, and the operands'
 //! preparation (a contiguous `[rows, d]` view, one float type, an unwritten output, the
 //! attention mask expanded).
+//!
+//! **Every kernel of ours is launched unchecked** (`launch_unchecked`), as Burn's own are:
+//! CubeCL's checked mode (`launch`) bounds every read and write of a tensor by its buffer's
+//! length again (a clamped index and a select a read, a branch a write), besides the kernel's
+//! own guards. Counted in NVRTC's SASS for an H200 (`scripts/kernel_sass.sh row_source`),
+//! checking took attention's weights kernels from 776 to 824 instructions forward and from 312
+//! to 384 backward, with a spill (docs/benchmarks.md, "Our row kernels launched unchecked").
+//! So each kernel guards its own indices (past the last row or element it stops or reads
+//! nothing), and each launch says under `SAFETY` which guards and shapes keep it in bounds.
 
 use burn::tensor::{Shape, TensorMetadata};
 use burn_cubecl::kernel::into_contiguous;

@@ -34,7 +34,7 @@ use super::warp_rows::{row_vectors, this_row, warp_rows, MAX_ROW, ROWS, UNITS};
 /// LayerNorm over each row of `x` (`[rows, d]`, contiguous, read `N` elements at a time), a
 /// warp a row: a unit holds its `chunks` vectors of the row (every [`UNITS`]th), centred
 /// after the first sum, from one read to the writes.
-#[cube(launch)]
+#[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
 pub fn layer_norm_forward<F: Float, N: Size>(
     x: &Tensor<Vector<F, N>>,
@@ -98,7 +98,7 @@ pub fn layer_norm_forward<F: Float, N: Size>(
 /// `grad_normalized` laid out alike, contiguous, read `N` elements at a time), a warp a row:
 /// a unit holds its `chunks` vectors of `x` and of `grad` in registers (`g = grad ⊙ γ` is
 /// formed again where it is needed, from `γ`'s few cached reads, instead of a third array).
-#[cube(launch)]
+#[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
 pub fn layer_norm_backward<F: Float, N: Size>(
     x: &Tensor<Vector<F, N>>,
@@ -195,36 +195,45 @@ pub(super) fn forward<R: CubeRuntime>(
     let (client, dtype) = (x.client.clone(), x.dtype.into());
     if x.shape()[1] > MAX_ROW {
         let (count, dim, units) = row_launch(&x);
-        layer_norm_cube_forward::launch::<R>(
-            &client,
-            count,
-            dim,
-            x.into_tensor_arg(),
-            gamma.into_tensor_arg(),
-            beta.into_tensor_arg(),
-            out.clone().into_tensor_arg(),
-            epsilon as f32,
-            has_beta,
-            units,
-            dtype,
-        );
+        // SAFETY: units past the last row stop (`terminate!`), each column read or written is below
+        // the row's length, and γ (and β, read only with `has_beta`) hold one entry a column.
+        unsafe {
+            layer_norm_cube_forward::launch_unchecked::<R>(
+                &client,
+                count,
+                dim,
+                x.into_tensor_arg(),
+                gamma.into_tensor_arg(),
+                beta.into_tensor_arg(),
+                out.clone().into_tensor_arg(),
+                epsilon as f32,
+                has_beta,
+                units,
+                dtype,
+            );
+        }
     } else {
         let (count, dim) = warp_rows(&x);
         let (width, chunks) = row_vectors(&x);
-        layer_norm_forward::launch::<R>(
-            &client,
-            count,
-            dim,
-            width,
-            x.into_tensor_arg(),
-            gamma.into_tensor_arg(),
-            beta.into_tensor_arg(),
-            out.clone().into_tensor_arg(),
-            epsilon as f32,
-            has_beta,
-            chunks,
-            dtype,
-        );
+        // SAFETY: `this_row` gives units past the last row no columns, each read and write is of a
+        // vector below the row's (`at < vectors`), and γ (and β, read only with `has_beta`) hold
+        // one entry a column.
+        unsafe {
+            layer_norm_forward::launch_unchecked::<R>(
+                &client,
+                count,
+                dim,
+                width,
+                x.into_tensor_arg(),
+                gamma.into_tensor_arg(),
+                beta.into_tensor_arg(),
+                out.clone().into_tensor_arg(),
+                epsilon as f32,
+                has_beta,
+                chunks,
+                dtype,
+            );
+        }
     }
     out
 }
@@ -250,40 +259,50 @@ pub(super) fn backward<R: CubeRuntime>(
     let (client, dtype) = (x.client.clone(), x.dtype.into());
     if x.shape()[1] > MAX_ROW {
         let (count, dim, units) = row_launch(&x);
-        layer_norm_cube_backward::launch::<R>(
-            &client,
-            count,
-            dim,
-            x.into_tensor_arg(),
-            gamma.into_tensor_arg(),
-            grad.into_tensor_arg(),
-            pending.into_tensor_arg(),
-            dx.clone().into_tensor_arg(),
-            grad_normalized.clone().into_tensor_arg(),
-            epsilon as f32,
-            has_pending,
-            units,
-            dtype,
-        );
+        // SAFETY: units past the last row stop (`terminate!`), each column read or written is below
+        // the row's length, `grad`, `pending` (read only with `has_pending`) and the outputs are
+        // laid out as `x`, and γ holds one entry a column.
+        unsafe {
+            layer_norm_cube_backward::launch_unchecked::<R>(
+                &client,
+                count,
+                dim,
+                x.into_tensor_arg(),
+                gamma.into_tensor_arg(),
+                grad.into_tensor_arg(),
+                pending.into_tensor_arg(),
+                dx.clone().into_tensor_arg(),
+                grad_normalized.clone().into_tensor_arg(),
+                epsilon as f32,
+                has_pending,
+                units,
+                dtype,
+            );
+        }
     } else {
         let (count, dim) = warp_rows(&x);
         let (width, chunks) = row_vectors(&x);
-        layer_norm_backward::launch::<R>(
-            &client,
-            count,
-            dim,
-            width,
-            x.into_tensor_arg(),
-            gamma.into_tensor_arg(),
-            grad.into_tensor_arg(),
-            pending.into_tensor_arg(),
-            dx.clone().into_tensor_arg(),
-            grad_normalized.clone().into_tensor_arg(),
-            epsilon as f32,
-            has_pending,
-            chunks,
-            dtype,
-        );
+        // SAFETY: `this_row` gives units past the last row no columns, each read and write is of a
+        // vector below the row's (`at < vectors`), `grad`, `pending` (read only with `has_pending`)
+        // and the outputs are laid out as `x`, and γ holds one entry a column.
+        unsafe {
+            layer_norm_backward::launch_unchecked::<R>(
+                &client,
+                count,
+                dim,
+                width,
+                x.into_tensor_arg(),
+                gamma.into_tensor_arg(),
+                grad.into_tensor_arg(),
+                pending.into_tensor_arg(),
+                dx.clone().into_tensor_arg(),
+                grad_normalized.clone().into_tensor_arg(),
+                epsilon as f32,
+                has_pending,
+                chunks,
+                dtype,
+            );
+        }
     }
     [dx, grad_normalized]
 }

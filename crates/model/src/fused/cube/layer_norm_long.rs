@@ -40,7 +40,7 @@ fn row_moments<F: Float>(
 }
 
 /// LayerNorm over each row, a cube a row (rows longer than [`MAX_ROW`]): `out = (x − μ)·r·γ + β` with `r = 1/√(σ² + ε)`.
-#[cube(launch)]
+#[cube(launch_unchecked)]
 pub fn layer_norm_cube_forward<F: Float>(
     x: &Tensor<F>,
     gamma: &Tensor<F>,
@@ -74,7 +74,7 @@ pub fn layer_norm_cube_forward<F: Float>(
 /// `x̂ = (x − μ)·r` and `g = grad ⊙ γ`, `dx = r·(g − mean(g) − x̂·mean(g ⊙ x̂))`; also writes
 /// `grad ⊙ x̂`, whose column sums are `dγ`; with `has_pending`, `pending` (laid out as `dx`)
 /// is added to `dx`.
-#[cube(launch)]
+#[cube(launch_unchecked)]
 pub fn layer_norm_cube_backward<F: Float>(
     x: &Tensor<F>,
     gamma: &Tensor<F>,

@@ -42,6 +42,8 @@ pub(crate) mod product_source;
 mod product_staging;
 #[cfg(all(test, feature = "wgpu"))]
 mod product_tests;
+#[cfg(feature = "kernel-source")]
+pub(crate) mod row_source;
 mod softmax;
 #[cfg(all(test, feature = "wgpu"))]
 mod tests;
@@ -91,14 +93,18 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> FusedOps f
         let out = empty(&x, x.shape());
         let (count, dim) = element_launch(&x);
         let dtype = x.dtype.into();
-        kernels::gelu_forward::launch::<R>(
-            &x.client.clone(),
-            count,
-            dim,
-            x.into_tensor_arg(),
-            out.clone().into_tensor_arg(),
-            dtype,
-        );
+        // SAFETY: units past the last element stop (`terminate!` at `x.len()`), and `out` is `x`'s
+        // shape.
+        unsafe {
+            kernels::gelu_forward::launch_unchecked::<R>(
+                &x.client.clone(),
+                count,
+                dim,
+                x.into_tensor_arg(),
+                out.clone().into_tensor_arg(),
+                dtype,
+            );
+        }
         out
     }
 
@@ -109,15 +115,19 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> FusedOps f
         let dx = empty(&x, x.shape());
         let (count, dim) = element_launch(&x);
         let dtype = x.dtype.into();
-        kernels::gelu_backward::launch::<R>(
-            &x.client.clone(),
-            count,
-            dim,
-            x.into_tensor_arg(),
-            grad.into_tensor_arg(),
-            dx.clone().into_tensor_arg(),
-            dtype,
-        );
+        // SAFETY: units past the last element stop (`terminate!` at `x.len()`), and `grad` and `dx`
+        // are `x`'s shape.
+        unsafe {
+            kernels::gelu_backward::launch_unchecked::<R>(
+                &x.client.clone(),
+                count,
+                dim,
+                x.into_tensor_arg(),
+                grad.into_tensor_arg(),
+                dx.clone().into_tensor_arg(),
+                dtype,
+            );
+        }
         dx
     }
 
@@ -247,17 +257,22 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> FusedOps f
         let out = empty(&z, Shape::new([rows, 2]));
         let (count, dim, units) = row_launch(&z);
         let dtypes = [z.dtype.into(), targets.dtype.into()];
-        kernels::cross_entropy_forward::launch::<R>(
-            &z.client.clone(),
-            count,
-            dim,
-            z.into_tensor_arg(),
-            targets.into_tensor_arg(),
-            out.clone().into_tensor_arg(),
-            smoothing as f32,
-            units,
-            dtypes,
-        );
+        // SAFETY: cubes past the last row stop (`terminate!`), each unit walks the columns below
+        // the vocabulary, the target's logit is read only below it, and `targets` and `out` hold a
+        // row (of one and two entries) for each row of `z`.
+        unsafe {
+            kernels::cross_entropy_forward::launch_unchecked::<R>(
+                &z.client.clone(),
+                count,
+                dim,
+                z.into_tensor_arg(),
+                targets.into_tensor_arg(),
+                out.clone().into_tensor_arg(),
+                smoothing as f32,
+                units,
+                dtypes,
+            );
+        }
         out
     }
 
@@ -274,18 +289,23 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> FusedOps f
         let dz = empty(&z, z.shape());
         let (count, dim, units) = row_launch(&z);
         let dtypes = [z.dtype.into(), targets.dtype.into()];
-        kernels::cross_entropy_backward::launch::<R>(
-            &z.client.clone(),
-            count,
-            dim,
-            z.into_tensor_arg(),
-            targets.into_tensor_arg(),
-            grad.into_tensor_arg(),
-            dz.clone().into_tensor_arg(),
-            smoothing as f32,
-            units,
-            dtypes,
-        );
+        // SAFETY: cubes past the last row stop (`terminate!`), each unit walks the columns below
+        // the vocabulary, `dz` is `z`'s shape, and `targets` and `grad` hold a row (of one and two
+        // entries) for each row of `z`.
+        unsafe {
+            kernels::cross_entropy_backward::launch_unchecked::<R>(
+                &z.client.clone(),
+                count,
+                dim,
+                z.into_tensor_arg(),
+                targets.into_tensor_arg(),
+                grad.into_tensor_arg(),
+                dz.clone().into_tensor_arg(),
+                smoothing as f32,
+                units,
+                dtypes,
+            );
+        }
         dz
     }
 

@@ -31,7 +31,7 @@ const READS: usize = 4;
 /// Cube `c` of `cubes` writes `Σ x[i]²` over its share of `x` (read `N` elements at a time:
 /// rounds of [`READS`] runs of `units` vectors, every `cubes`-th round from `c`'s) to
 /// `partials[offset + c]`.
-#[cube(launch)]
+#[cube(launch_unchecked)]
 fn squares_partial<F: Float, N: Size>(
     x: &Tensor<Vector<F, N>>,
     partials: &mut Tensor<f32>,
@@ -74,7 +74,7 @@ fn squares_partial<F: Float, N: Size>(
 }
 
 /// One cube: `out[0] = Σ partials`.
-#[cube(launch)]
+#[cube(launch_unchecked)]
 fn sum_partials<F: Float>(
     partials: &Tensor<f32>,
     out: &mut Tensor<F>,
@@ -122,28 +122,35 @@ pub(super) fn squared_norm<R: CubeRuntime>(tensors: Vec<CubeTensor<R>>) -> CubeT
     for t in tensors {
         let (width, count) = plan(&t);
         let t_dtype = t.dtype.into();
-        squares_partial::launch::<R>(
-            &client,
-            CubeCount::Static(count as u32, 1, 1),
-            dim,
-            width,
-            t.into_tensor_arg(),
-            partials.clone().into_tensor_arg(),
-            offset as u32,
-            UNITS,
-            t_dtype,
-        );
+        // SAFETY: each read is guarded by `x.len()` (`i < n`), and `partials` holds an entry for
+        // every cube of every tensor (`offset + CUBE_POS` below `total`).
+        unsafe {
+            squares_partial::launch_unchecked::<R>(
+                &client,
+                CubeCount::Static(count as u32, 1, 1),
+                dim,
+                width,
+                t.into_tensor_arg(),
+                partials.clone().into_tensor_arg(),
+                offset as u32,
+                UNITS,
+                t_dtype,
+            );
+        }
         offset += count;
     }
     let out = empty_device_contiguous_dtype(client.clone(), device, Shape::new([1]), dtype);
-    sum_partials::launch::<R>(
-        &client,
-        CubeCount::Static(1, 1, 1),
-        dim,
-        partials.into_tensor_arg(),
-        out.clone().into_tensor_arg(),
-        UNITS,
-        dtype.into(),
-    );
+    // SAFETY: one cube walks the partials below their length and writes `out[0]`.
+    unsafe {
+        sum_partials::launch_unchecked::<R>(
+            &client,
+            CubeCount::Static(1, 1, 1),
+            dim,
+            partials.into_tensor_arg(),
+            out.clone().into_tensor_arg(),
+            UNITS,
+            dtype.into(),
+        );
+    }
     out
 }

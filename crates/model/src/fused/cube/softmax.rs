@@ -17,18 +17,22 @@ pub(super) fn softmax_rows<R: CubeRuntime>(x: CubeTensor<R>, mask: Option<CubeTe
     // Without a mask the kernel still takes a tensor there (never read): `x` itself.
     let mask = mask.unwrap_or_else(|| x.clone());
     let dtypes = [x.dtype.into(), mask.dtype.into()];
-    kernels::softmax_forward::launch::<R>(
-        &x.client.clone(),
-        count,
-        dim,
-        x.into_tensor_arg(),
-        mask.into_tensor_arg(),
-        out.clone().into_tensor_arg(),
-        MASKED_SCORE,
-        has_mask,
-        units,
-        dtypes,
-    );
+    // SAFETY: cubes past the last row stop (`terminate!`), each unit walks the columns below the
+    // row's length, and `out` is `x`'s shape; the mask is read through its own strides.
+    unsafe {
+        kernels::softmax_forward::launch_unchecked::<R>(
+            &x.client.clone(),
+            count,
+            dim,
+            x.into_tensor_arg(),
+            mask.into_tensor_arg(),
+            out.clone().into_tensor_arg(),
+            MASKED_SCORE,
+            has_mask,
+            units,
+            dtypes,
+        );
+    }
     out
 }
 
@@ -37,15 +41,19 @@ pub(super) fn softmax_rows_backward<R: CubeRuntime>(y: CubeTensor<R>, grad: Cube
     let dx = empty(&y, y.shape());
     let (count, dim, units) = row_launch(&y);
     let dtype = y.dtype.into();
-    kernels::softmax_backward::launch::<R>(
-        &y.client.clone(),
-        count,
-        dim,
-        y.into_tensor_arg(),
-        grad.into_tensor_arg(),
-        dx.clone().into_tensor_arg(),
-        units,
-        dtype,
-    );
+    // SAFETY: cubes past the last row stop (`terminate!`), each unit walks the columns below the
+    // row's length, and `grad` and `dx` are `y`'s shape.
+    unsafe {
+        kernels::softmax_backward::launch_unchecked::<R>(
+            &y.client.clone(),
+            count,
+            dim,
+            y.into_tensor_arg(),
+            grad.into_tensor_arg(),
+            dx.clone().into_tensor_arg(),
+            units,
+            dtype,
+        );
+    }
     dx
 }
