@@ -121,6 +121,12 @@ pub fn product_cuda_source(tile: ProductTile, form: ProductForm, layout: Product
         triangle.code().0,
         f32::as_type_native_unchecked().storage_type(),
     );
+    cuda_source(kernel, ExecutionMode::Unchecked)
+}
+
+/// The CUDA C++ that CubeCL's CUDA compiler writes for `kernel` in `mode`, with fast math on
+/// (burn-cuda's options) and 32-bit addresses.
+pub(super) fn cuda_source<K: cubecl_runtime::kernel::CubeKernel>(kernel: K, mode: ExecutionMode) -> String {
     let options = CompilationOptions {
         supports_features: CppSupportedFeatures { fast_math: true, ..Default::default() },
         ..Default::default()
@@ -128,8 +134,8 @@ pub fn product_cuda_source(tile: ProductTile, form: ProductForm, layout: Product
     type Cuda = CppCompiler<CudaDialect<CudaWmmaCompiler>>;
     let task = KernelTask::<Cuda, _>::new(kernel);
     let compiled = task
-        .compile(&mut Cuda::default(), &options, ExecutionMode::Unchecked, AddressType::U32.unsigned_type())
-        .expect("CubeCL's CUDA compiler takes the product kernel");
+        .compile(&mut Cuda::default(), &options, mode, AddressType::U32.unsigned_type())
+        .expect("CubeCL's CUDA compiler takes our kernels");
     compiled.source
 }
 

@@ -10,14 +10,9 @@
 use burn_wgpu::{WgpuDevice, WgpuRuntime};
 use cubecl::prelude::*;
 use cubecl::server::ExecutionMode;
-use cubecl_cpp::cuda::mma::CudaWmmaCompiler;
-use cubecl_cpp::cuda::CudaDialect;
-use cubecl_cpp::shared::CppCompiler;
-use cubecl_cpp::shared::{CompilationOptions, CppSupportedFeatures};
-use cubecl_runtime::compiler::CubeTask;
-use cubecl_runtime::kernel::KernelTask;
 
 use super::attention_weights::{attention_weights_backward, attention_weights_forward};
+use super::product_source::cuda_source;
 use super::warp_rows::{ROWS, UNITS};
 
 /// The CUDA C++ of attention's weights kernel in `f32` (`forward` or not: the backward) for rows
@@ -41,15 +36,9 @@ pub fn attention_weights_cuda_source(forward: bool, keys: usize, checked: bool) 
     let integers = |launcher: &mut KernelLauncher<WgpuRuntime>| <Tensor<u32> as LaunchArg>::register(arg(), launcher);
     let chunks = keys.div_ceil(UNITS * 4);
     let [float, integer] = [f32::as_type_native_unchecked(), u32::as_type_native_unchecked()].map(|t| t.storage_type());
-    let options = CompilationOptions {
-        supports_features: CppSupportedFeatures { fast_math: true, ..Default::default() },
-        ..Default::default()
-    };
-    type Cuda = CppCompiler<CudaDialect<CudaWmmaCompiler>>;
-    let address = AddressType::U32.unsigned_type();
     // The operands are registered in the kernel's order, then its scalars (whose compilation
     // argument is `()`: their values are read at run time).
-    let compiled = if forward {
+    if forward {
         let l = &mut launcher;
         let (x, mask, key, weights, dropped) = (rows(l), integers(l), integers(l), rows(l), rows(l));
         for _ in 0..2 {
@@ -74,7 +63,7 @@ pub fn attention_weights_cuda_source(forward: bool, keys: usize, checked: bool) 
             chunks,
             [float, integer, integer],
         );
-        KernelTask::<Cuda, _>::new(kernel).compile(&mut Cuda::default(), &options, mode, address)
+        cuda_source(kernel, mode)
     } else {
         let l = &mut launcher;
         let (weights, dropped, grad, mask, dx) = (rows(l), rows(l), rows(l), integers(l), rows(l));
@@ -96,9 +85,8 @@ pub fn attention_weights_cuda_source(forward: bool, keys: usize, checked: bool) 
             chunks,
             [float, integer],
         );
-        KernelTask::<Cuda, _>::new(kernel).compile(&mut Cuda::default(), &options, mode, address)
-    };
-    compiled.expect("CubeCL's CUDA compiler takes attention's weights kernels").source
+        cuda_source(kernel, mode)
+    }
 }
 
 #[cfg(test)]
