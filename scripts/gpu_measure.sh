@@ -21,6 +21,11 @@
 #              Not part of `all`.
 # - precision: the same configuration in f16 on wgpu (and bf16 on cuda), against f32.
 # - peer:      PyTorch on the same GPU: fp32, tf32, bf16 autocast (nanogpt_gpu_bench.py).
+# - peer-products: the products part's peer, PyTorch's (cuBLAS, f32, TF32 off) on the same
+#              shapes with the same timing (torch_products.py), and its attention as the peer
+#              runs it (scaled_dot_product_attention). Not part of `all`.
+# - peer-profile: the profile part's peer, PyTorch's fp32 step under torch.profiler, its
+#              kernels' device time a step by kind (torch_step_profile.py). Not part of `all`.
 # - growth:    the issue's slow-down: GROWTH_STEPS (default 300) steps at batch 16, logging every
 #              step, with each thread's CPU milliseconds per step every 5 s (thread_cpu.py):
 #              which thread's work grows with the step number, if any.
@@ -158,4 +163,15 @@ if [[ $part == peer || $part == all ]]; then
       2>>"$OUT/peer.err" | python3 -c "import json,sys; [print(json.dumps({'tag':'pytorch-$precision', **json.loads(l)})) for l in sys.stdin if l.startswith('{')]" \
       | tee -a "$OUT/summary.jsonl"
   done
+fi
+
+if [[ $part == peer-products ]]; then
+  python3 "$here/torch_products.py" --reps "$((${REPS:-1} * 10))" 2>>"$OUT/peer-products.err" |
+    sed 's/^{/{"tag":"pytorch-products",/' | tee -a "$OUT/summary.jsonl"
+fi
+
+if [[ $part == peer-profile ]]; then
+  : "${PEER:?path of nanogpt_gpu_bench.py}"
+  python3 "$here/torch_step_profile.py" --peer "$PEER" --data "$DATA_DIR/tinyshakespeare/input.txt" \
+    --precision "${PEER_PRECISION:-fp32}" 2>>"$OUT/peer-profile.err" | grep '^{"tag"' | tee -a "$OUT/summary.jsonl"
 fi
