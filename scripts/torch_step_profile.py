@@ -65,8 +65,10 @@ def main():
     a = ap.parse_args()
     if a.wait < 0 or a.steps <= 0:
         raise SystemExit(f"--wait ({a.wait}) must be at least 0 and --steps ({a.steps}) positive")
-    activity = ProfilerActivity.CUDA if a.activity == "cuda" else ProfilerActivity.CPU
-    prof = profile(activities=[activity], schedule=schedule(wait=a.wait, warmup=2, active=a.steps, repeat=1))
+    # The CPU's operators are recorded on a GPU too (kernels are matched to their launches
+    # through them); only the device's kernels are counted.
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if a.activity == "cuda" else [])
+    prof = profile(activities=activities, schedule=schedule(wait=a.wait, warmup=2, active=a.steps, repeat=1))
     step = torch.optim.AdamW.step
 
     def stepped(self, *args, **kwargs):
@@ -88,6 +90,8 @@ def main():
     events = [e for e in prof.key_averages() if self_time_us(e, device) > 0]
     if device == "cuda":
         events = [e for e in events if str(getattr(e, "device_type", "")).endswith("CUDA")]
+        if not events:
+            raise SystemExit("torch.profiler recorded no CUDA kernel (is CUPTI there?)")
     else:
         # CPU operators nest; keep the leaves' own time (an operator's self time excludes its
         # children already), and drop the profiler's step markers.
