@@ -297,6 +297,27 @@ mod tests {
         assert!(short.unwrap_err().to_string().contains("no sequence of 8"));
     }
 
+    /// `scripts/torch_products.py` (the peer `scripts/products_vs_torch.py` sets beside these
+    /// times, matched by name) lists the same maps, attention's shape and products' names.
+    #[test]
+    fn pytorch_peer_script_times_the_same_maps_shapes_and_product_names() {
+        let script = include_str!("../../../scripts/torch_products.py");
+        let maps: Vec<String> = NANOGPT_GPU_MAPS.iter().map(|(d_in, d_out)| format!("({d_in}, {d_out})")).collect();
+        assert!(script.contains(&format!("MAPS = [{}]", maps.join(", "))), "the script's MAPS differ");
+        let AttentionShape { len, heads, width } = NANOGPT_GPU_ATTENTION;
+        assert!(script.contains(&format!("LEN, HEADS, WIDTH = {len}, {heads}, {width}")), "the script's shape differs");
+        let shape = AttentionShape { len: 4, heads: 1, width: 2 };
+        let attention =
+            time_attention_products::<NdArray<f32>>(&Default::default(), 4, shape, &[ProductKernel::CUBECL], 0, 1)
+                .unwrap();
+        let linear = LinearProduct::ALL.map(|p| p.name());
+        // The full products (the first six); the causal ones are matched to them by name.
+        for name in linear.iter().chain(attention[..6].iter().map(|t| &t.product)) {
+            assert!(script.contains(&format!("(\"{name}\", [")), "the script has no product named {name:?}");
+        }
+        assert!(attention[6..].iter().all(|t| t.product.ends_with(", causal")));
+    }
+
     #[test]
     fn no_rows_or_no_repetitions_is_an_error_that_names_them() {
         let none =
