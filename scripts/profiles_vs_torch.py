@@ -8,8 +8,8 @@ summary.jsonl: the `profile` part's line (`kernel_profile.py --by-step`) and the
 --ours defaults to the last line whose tag ends in `profile-wgpu`, --peer to the last
 `pytorch-fp32-profile`. Our kernels are put in torch_step_profile.py's kinds by name. Two kinds
 do not line up: PyTorch's `attention` is one fused kernel each way that holds attention's
-products, where ours are four kernels of `products` (the scores, the context and the
-backward's) and our two kernels of the weights (`attention`).
+products, where ours are six launches of `products` a layer (the scores, the context and the
+backward's four) and our two kernels of the weights (`attention`).
 """
 import argparse, json, re
 
