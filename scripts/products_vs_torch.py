@@ -28,18 +28,21 @@ CAUSAL = ["scores Q·Kᵀ", "context P·V", "dP = dC·Vᵀ", "dV = Pᵀ·dC", "d
 SDPA = "attention forward + backward (sdpa, causal, dropout)"
 
 
-def rows_of(paths):
+def json_lines(paths):
+    """Every JSON object line of `paths` (other lines skipped); a broken one is named."""
     for path in paths:
         for n, line in enumerate(open(path, encoding="utf-8"), 1):
             line = line.strip()
             if not line.startswith("{"):
                 continue
             try:
-                row = json.loads(line)
+                yield json.loads(line)
             except json.JSONDecodeError as e:
                 raise SystemExit(f"{path}:{n}: not a JSON line ({e})")
-            if row.get("bench") == "product":
-                yield row
+
+
+def rows_of(paths):
+    return (row for row in json_lines(paths) if row.get("bench") == "product")
 
 
 def main():

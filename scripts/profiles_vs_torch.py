@@ -11,7 +11,9 @@ do not line up: PyTorch's `attention` is one fused kernel each way that holds at
 products, where ours are six launches of `products` a layer (the scores, the context and the
 backward's four) and our two kernels of the weights (`attention`).
 """
-import argparse, json, re
+import argparse, re
+
+from products_vs_torch import json_lines
 
 # CubeCL's and our kernels' names (kernel_profile.py's keys) by kind, the first that matches.
 OURS = [
@@ -48,14 +50,7 @@ def main():
     ap.add_argument("--ours")
     ap.add_argument("--peer")
     a = ap.parse_args()
-    rows = []
-    for path in a.files:
-        for n, line in enumerate(open(path, encoding="utf-8"), 1):
-            if line.startswith("{"):
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    raise SystemExit(f"{path}:{n}: not a JSON line ({e})")
+    rows = list(json_lines(a.files))
     ours = last(rows, (lambda t: t == a.ours) if a.ours else (lambda t: t.endswith("profile-wgpu")), "profile")
     peer = last(rows, (lambda t: t == a.peer) if a.peer else (lambda t: t == "pytorch-fp32-profile"),
                 "peer-profile")
