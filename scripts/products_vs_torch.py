@@ -6,6 +6,9 @@ ours (above 1: ours is faster); then a training step's products added up from th
 
   python3 scripts/products_vs_torch.py summary.jsonl [more.jsonl ...] [--ours "attend auto"]
 
+A column is a kernel and the run that timed it: the `products` part's TAG where the lines
+carry one (`attend auto (xtask-QV-spirv)`), else the backend (`attend auto (wgpu)`).
+
 The step (nanoGPT's GPU configuration, 6 layers) as each side runs it:
 - ours: per layer the three projections `q`, `k`, `v` and the output map as four `384 → 384`
   maps (`ATTEND_QKV` separate, the GPU's default), the MLP's two, each with its forward, `dx`
@@ -48,11 +51,15 @@ def rows_of(paths):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("files", nargs="+")
-    ap.add_argument("--ours", default="attend auto", help="our kernel the step's sum takes")
+    ap.add_argument("--ours", default="attend auto",
+                    help="our kernel the step's sum takes: a column's name, or a kernel (its first run)")
     a = ap.parse_args()
     times, kernels, heads = {}, [], set()
     for row in rows_of(a.files):
-        side = "torch" if row["backend"].startswith("torch") else f'{row["kernel"]} ({row["backend"]})'
+        # One side per kernel and run: `gpu_parts.sh` tags a `products` part's lines with its
+        # TAG (a WGSL and a SPIR-V runner both say backend `wgpu`), else the backend names it.
+        run = row.get("tag", "").removesuffix("-products") or row["backend"]
+        side = "torch" if row["backend"].startswith("torch") else f'{row["kernel"]} ({run})'
         if side != "torch" and side not in kernels:
             kernels.append(side)
         times[(tuple(row["map"]), row["product"], side)] = row["ms"]
@@ -60,7 +67,7 @@ def main():
             heads.add(tuple(row["map"]))
     if not kernels or not any(k[2] == "torch" for k in times):
         raise SystemExit(f"{', '.join(a.files)}: needs both `bench products` lines and torch_products.py's")
-    ours = next((k for k in kernels if k.startswith(a.ours + " (")), None)
+    ours = a.ours if a.ours in kernels else next((k for k in kernels if k.startswith(a.ours + " (")), None)
     if ours is None:
         raise SystemExit(f"--ours {a.ours!r}: no such kernel timed (timed: {', '.join(kernels)})")
     products = list(dict.fromkeys((m, p) for m, p, _ in times))
