@@ -142,11 +142,11 @@ pub(crate) fn describe(s: &StartUp) -> String {
 fn cache_note(cache: &KernelCache) -> String {
     let first_use = "kernels not cached are compiled (and matrix products autotuned) when a step first meets them";
     match cache {
-        KernelCache::Directory { dir, files_before: 0 } => format!(
+        KernelCache::Directory { dir, files_before: 0, .. } => format!(
             "GPU kernel cache {} is empty: {first_use}; on a fresh machine the first step can take minutes",
             dir.display()
         ),
-        KernelCache::Directory { dir, files_before } => {
+        KernelCache::Directory { dir, files_before, .. } => {
             format!("GPU kernel cache {}: {files_before} files from earlier runs; {first_use}", dir.display())
         }
         KernelCache::UserFile(file) => {
