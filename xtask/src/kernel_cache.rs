@@ -64,9 +64,9 @@ pub fn configure() -> Result<&'static KernelCache> {
     let exe = std::env::current_exe().context("finding the running executable (it keys the compiled-kernel cache)")?;
     let plan = plan(&cwd, &exe, env("ATTEND_CACHE_DIR"), env("XDG_CACHE_HOME"), env("HOME"))?;
     if let KernelCache::Directory { dir, compiled, .. } = &plan {
-        for d in [dir, compiled] {
-            std::fs::create_dir_all(d).with_context(|| format!("creating the kernel cache {}", d.display()))?;
-        }
+        // `compiled` lies under `dir`: creating it creates both.
+        std::fs::create_dir_all(compiled)
+            .with_context(|| format!("creating the kernel cache {}", compiled.display()))?;
         set_cubecl_caches(dir, compiled);
     }
     Ok(CONFIGURED.get_or_init(|| plan))
