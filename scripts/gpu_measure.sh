@@ -14,8 +14,8 @@
 #              it): the fixed per-step overhead t(1) − (t(8) − t(1))/7 of the default model.
 # - products:  `bench products --backend wgpu`: the linear maps' and attention's products of nanoGPT's GPU
 #              configuration with CubeCL's kernel and ours (ATTEND_GPU_MATMUL) under each tile (ATTEND_GPU_TILE;
-#              TILES, comma-separated, times only those; LANES, FMA and ADDRESSES, e.g. "pairs,rows", "on,off"
-#              and "offsets,sums", each tile in each such form of its inner loop), ms and TFLOP/s.
+#              TILES, comma-separated, times only those; LANES, FMA, ADDRESSES and STORES, e.g. "pairs,rows",
+#              "on,off", "offsets,sums" and "inline,apart", each tile in each such form of its inner loop), ms and TFLOP/s.
 #              PRODUCTS_BACKEND=cuda times the same kernels compiled by NVRTC instead (a runner
 #              built with cuda): our kernel on both paths tells its design from Vulkan's.
 #              Not part of `all`.
@@ -96,7 +96,7 @@ if [[ $part == overhead || $part == all ]]; then
 fi
 
 if [[ $part == products ]]; then
-  "$XTASK" bench products --backend "${PRODUCTS_BACKEND:-wgpu}" --reps "${REPS:-1}" ${TILES:+--tiles "$TILES"} ${LANES:+--lanes "$LANES"} ${FMA:+--fma "$FMA"} ${ADDRESSES:+--addresses "$ADDRESSES"} 2>"$OUT/${TAG:+$TAG-}products.err" |
+  "$XTASK" bench products --backend "${PRODUCTS_BACKEND:-wgpu}" --reps "${REPS:-1}" ${TILES:+--tiles "$TILES"} ${LANES:+--lanes "$LANES"} ${FMA:+--fma "$FMA"} ${ADDRESSES:+--addresses "$ADDRESSES"} ${STORES:+--stores "$STORES"} 2>"$OUT/${TAG:+$TAG-}products.err" |
     sed "s/^{/{\"tag\":\"${TAG:+$TAG-}products\",/" | tee -a "$OUT/summary.jsonl"
 fi
 

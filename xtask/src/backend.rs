@@ -90,8 +90,8 @@ pub fn run_on<W: OnBackend>(backend: Backend, work: W) -> Result<W::Output> {
 /// Before a GPU backend's first use: its kernel caches (`kernel_cache`), and a check of
 /// `ATTEND_GPU_KERNELS` (which GPU backends run the CubeCL kernels of the fused operations),
 /// `ATTEND_GPU_MATMUL` (whose kernel multiplies the linear maps and attention) and
-/// `ATTEND_GPU_TILE` (our product kernel's tile), `ATTEND_GPU_FMA`, `ATTEND_GPU_LANES` and
-/// `ATTEND_GPU_ADDRESSES` (its inner loop's form), so that a value the
+/// `ATTEND_GPU_TILE` (our product kernel's tile), `ATTEND_GPU_FMA`, `ATTEND_GPU_LANES`,
+/// `ATTEND_GPU_ADDRESSES` and `ATTEND_GPU_STORES` (its inner loop's form), so that a value the
 /// model would not take stops the run instead of being ignored.
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 fn gpu_setup() -> Result<()> {

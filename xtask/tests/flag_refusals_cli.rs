@@ -41,6 +41,10 @@ fn flags_another_flag_makes_meaningless_are_refused() {
     );
     refused(&["positions", "--run", nowhere, "--d-model", "64", "--out", "p.svg"], &["--d-model", "--run"]);
     refused(&["train", "--run", nowhere, "--peer-timeout", "5"], &["--peer-timeout", "one device"]);
+    // The product kernel's forms choose what `bench products` times, nothing of another bench.
+    for flag in ["--tiles", "--lanes", "--fma", "--addresses", "--stores"] {
+        refused(&["bench", "bleu", flag, "x"], &[flag, "bench products"]);
+    }
     assert!(!std::path::Path::new(nowhere).exists(), "a refused train wrote its run");
 }
 

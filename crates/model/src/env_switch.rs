@@ -1,6 +1,6 @@
 //! The model's switches read from the environment (`ATTEND_GPU_KERNELS`, `ATTEND_GPU_MATMUL`,
 //! `ATTEND_GPU_TILE`, `ATTEND_GPU_FMA`, `ATTEND_GPU_LANES`, `ATTEND_GPU_ADDRESSES`,
-//! `ATTEND_QKV`): each a few spellings, unset or empty meaning the default;
+//! `ATTEND_GPU_STORES`, `ATTEND_QKV`): each a few spellings, unset or empty meaning the default;
 //! anything else is an error that names the variable and the values it takes. `xtask` stops a
 //! run on such an error before it starts; the model itself, which reads each variable once
 //! where it is first needed, runs the default instead and says so on stderr ([`or_default`]).

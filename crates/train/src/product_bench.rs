@@ -57,14 +57,15 @@ impl ProductKernel {
     }
 
     /// `cubecl`, or `attend` and the tile (`attend auto`, `attend 128x128x8`), and the form
-    /// where it is not the default (`attend 64x128x8 lanes rows fma off addresses sums`).
+    /// where it is not the default (`attend 64x128x8 lanes rows fma off addresses sums stores apart`).
     pub fn name(&self) -> String {
         match self.products {
             GpuProducts::Ours => {
                 let lanes = if self.form.paired_lanes { "" } else { " lanes rows" };
                 let fma = if self.form.fma { "" } else { " fma off" };
                 let addresses = if self.form.constant_offsets { "" } else { " addresses sums" };
-                format!("attend {}{lanes}{fma}{addresses}", self.tile.name())
+                let stores = if self.form.inline_stores { "" } else { " stores apart" };
+                format!("attend {}{lanes}{fma}{addresses}{stores}", self.tile.name())
             }
             _ => "cubecl".to_string(),
         }
@@ -266,7 +267,7 @@ mod tests {
     #[test]
     fn chosen_tiles_and_forms_follow_cubecls_kernel_in_the_order_given() {
         let wide = TileChoice::Fixed(ProductTile::of(64, 128, 8).wide());
-        let old = ProductForm { fma: false, paired_lanes: false, constant_offsets: false };
+        let old = ProductForm { fma: false, paired_lanes: false, constant_offsets: false, inline_stores: false };
         let kernels = ProductKernel::with_tiles(&[wide, TileChoice::Auto], &[ProductForm::DEFAULT, old]);
         let names: Vec<String> = kernels.iter().map(|k| k.name()).collect();
         assert_eq!(
@@ -274,9 +275,9 @@ mod tests {
             [
                 "cubecl",
                 "attend 64x128x8w",
-                "attend 64x128x8w lanes rows fma off addresses sums",
+                "attend 64x128x8w lanes rows fma off addresses sums stores apart",
                 "attend auto",
-                "attend auto lanes rows fma off addresses sums"
+                "attend auto lanes rows fma off addresses sums stores apart"
             ]
         );
         assert_eq!(kernels[2].form, old);

@@ -55,6 +55,11 @@ pub struct BenchArgs {
     /// the environment's.
     #[arg(long, value_delimiter = ',')]
     pub addresses: Vec<String>,
+    /// Where our kernel stores the next step's slice in the forms `bench products` times each
+    /// tile in, comma-separated values of `ATTEND_GPU_STORES` (`inline,apart`); default: the
+    /// environment's.
+    #[arg(long, value_delimiter = ',')]
+    pub stores: Vec<String>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]

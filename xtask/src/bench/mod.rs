@@ -24,7 +24,13 @@ use args::Which;
 pub use peers::peak_rss_mb;
 
 pub fn run(args: BenchArgs) -> Result<()> {
-    let chosen = [("--tiles", &args.tiles), ("--lanes", &args.lanes), ("--fma", &args.fma)];
+    let chosen = [
+        ("--tiles", &args.tiles),
+        ("--lanes", &args.lanes),
+        ("--fma", &args.fma),
+        ("--addresses", &args.addresses),
+        ("--stores", &args.stores),
+    ];
     if let Some((flag, _)) = chosen.iter().find(|(_, values)| !values.is_empty()) {
         if args.which != Which::Products {
             let name = args.which.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default();

@@ -8,8 +8,8 @@
 
 use anyhow::Result;
 use attend_model::fused::{
-    parse_product_addresses, parse_product_fma, parse_product_lanes, parse_product_tile, product_form, GpuProducts,
-    ProductForm, ProductTile, TileChoice,
+    parse_product_addresses, parse_product_fma, parse_product_lanes, parse_product_stores, parse_product_tile,
+    product_form, GpuProducts, ProductForm, ProductTile, TileChoice,
 };
 use attend_train::product_bench::{
     time_attention_products, time_linear_products, ProductKernel, NANOGPT_GPU_ATTENTION, NANOGPT_GPU_MAPS,
@@ -54,9 +54,10 @@ impl OnBackend for Products {
                 let fma = ours.then_some(t.kernel.form.fma);
                 let lanes = ours.then_some(if t.kernel.form.paired_lanes { "pairs" } else { "rows" });
                 let addresses = ours.then_some(if t.kernel.form.constant_offsets { "offsets" } else { "sums" });
+                let stores = ours.then_some(if t.kernel.form.inline_stores { "inline" } else { "apart" });
                 emit(json!({"bench": "product", "backend": self.backend, "map": [t.map.0, t.map.1],
                             "product": t.product, "dims": t.dims, "matrices": t.matrices,
-                            "kernel": t.kernel.name(), "fma": fma, "lanes": lanes, "addresses": addresses,
+                            "kernel": t.kernel.name(), "fma": fma, "lanes": lanes, "addresses": addresses, "stores": stores,
                             "reps": self.reps, "ms": t.seconds * 1e3,
                             "tflops": t.tflops(), "over_cubecl": t.seconds / cubecl.seconds}));
             }
@@ -92,15 +93,25 @@ pub fn bench_products(args: &BenchArgs) -> Result<()> {
     run_on(args.backend, work)
 }
 
-/// The kernels `--tiles`, `--lanes` and `--fma` ask for: every tile in the environment's form
+/// The kernels `--tiles`, `--lanes`, `--fma`, `--addresses` and `--stores` ask for: every tile in the environment's form
 /// where none is given, else each tile named (or `auto` and every tile) in each form named.
 fn kernels(args: &BenchArgs) -> Result<Vec<ProductKernel>> {
-    if args.tiles.is_empty() && args.lanes.is_empty() && args.fma.is_empty() && args.addresses.is_empty() {
+    if args.tiles.is_empty()
+        && args.lanes.is_empty()
+        && args.fma.is_empty()
+        && args.addresses.is_empty()
+        && args.stores.is_empty()
+    {
         return Ok(ProductKernel::all());
     }
     // An empty item (`--tiles auto,`) would parse as the default and time it twice.
-    let lists =
-        [("--tiles", &args.tiles), ("--lanes", &args.lanes), ("--fma", &args.fma), ("--addresses", &args.addresses)];
+    let lists = [
+        ("--tiles", &args.tiles),
+        ("--lanes", &args.lanes),
+        ("--fma", &args.fma),
+        ("--addresses", &args.addresses),
+        ("--stores", &args.stores),
+    ];
     if let Some((name, _)) = lists.iter().find(|(_, items)| items.iter().any(|i| i.trim().is_empty())) {
         anyhow::bail!("{name} has an empty item: give its values separated by single commas");
     }
@@ -125,11 +136,18 @@ fn kernels(args: &BenchArgs) -> Result<Vec<ProductKernel>> {
     } else {
         parsed(&args.addresses, "--addresses", "ATTEND_GPU_ADDRESSES", parse_product_addresses)?
     };
+    let stores = if args.stores.is_empty() {
+        vec![env.inline_stores]
+    } else {
+        parsed(&args.stores, "--stores", "ATTEND_GPU_STORES", parse_product_stores)?
+    };
     let mut forms = Vec::new();
     for &paired_lanes in &lanes {
         for &fma in &fma {
             for &constant_offsets in &addresses {
-                forms.push(ProductForm { fma, paired_lanes, constant_offsets });
+                for &inline_stores in &stores {
+                    forms.push(ProductForm { fma, paired_lanes, constant_offsets, inline_stores });
+                }
             }
         }
     }

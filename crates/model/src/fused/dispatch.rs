@@ -211,7 +211,7 @@ pub fn gpu_kernels_from_env() -> Result<GpuKernels, String> {
 }
 
 /// Every GPU switch read (`ATTEND_GPU_KERNELS`, `ATTEND_GPU_MATMUL`, `ATTEND_GPU_TILE`,
-/// `ATTEND_GPU_FMA`, `ATTEND_GPU_LANES`, `ATTEND_GPU_ADDRESSES`): the first value the model would not take, as an error
+/// `ATTEND_GPU_FMA`, `ATTEND_GPU_LANES`, `ATTEND_GPU_ADDRESSES`, `ATTEND_GPU_STORES`): the first value the model would not take, as an error
 /// naming its variable and the values it takes. A runner calls it before a GPU backend's first
 /// use, so that such a value stops the run instead of running the default.
 pub fn gpu_switches_from_env() -> Result<(), String> {

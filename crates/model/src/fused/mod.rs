@@ -118,8 +118,8 @@ pub use norm::squared_norm;
 pub use ops::FusedOps;
 pub use overlap::backward;
 pub use product_form::{
-    parse_product_addresses, parse_product_fma, parse_product_lanes, product_form, product_form_from_env,
-    with_product_form, ProductForm,
+    parse_product_addresses, parse_product_fma, parse_product_lanes, parse_product_stores, product_form,
+    product_form_from_env, with_product_form, ProductForm,
 };
 pub use product_ops::FusedProducts;
 pub use product_shape::{ProductShape, Triangle};

@@ -1,4 +1,4 @@
-//! How our GPU product kernel (`fused/cube/product.rs`) writes its inner loop, by three
+//! How our GPU product kernel (`fused/cube/product.rs`) writes its inner loop, by four
 //! environment variables, each there so that one build can time both forms on a GPU (on
 //! lavapipe each pair gives the same bits, so only a GPU's time tells them apart):
 //!
@@ -17,12 +17,20 @@
 //!   kernel as it was until the forty-fifth session (the stage, the step and the unit added up
 //!   at each read, which on CUDA cost two integer instructions a read, and every access
 //!   guarded; docs/benchmarks.md, "The product kernel's SASS, read without a GPU").
+//! - `ATTEND_GPU_STORES`: `inline` (the default), the next step's stores into the other stage
+//!   at the end of the loop's body; `apart`, the same stores in a block of their own behind a
+//!   test that always holds. On burn-wgpu's SPIR-V path (`vulkan`) cubecl-opt merges, within
+//!   one block, a read and its store into one copy placed at the store, which defers the first
+//!   unguarded read of each operand past the step's multiply-adds; `apart` leaves no such copy
+//!   in the loop, for a few instructions a step on CUDA (docs/benchmarks.md, "Our kernels on
+//!   burn-wgpu's SPIR-V path").
 
 use std::cell::Cell;
 use std::sync::OnceLock;
 
 /// The product kernel's inner loop: fused multiply-adds or not, lanes in pairs or in rows,
-/// reads at constant offsets or at summed indices.
+/// reads at constant offsets or at summed indices, the next step's stores in the loop's block
+/// or apart.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ProductForm {
     /// Each multiply-add one `fma` (`ATTEND_GPU_FMA=on`).
@@ -32,11 +40,14 @@ pub struct ProductForm {
     /// Reads of the staged operands at the unit's base plus a constant
     /// (`ATTEND_GPU_ADDRESSES=offsets`).
     pub constant_offsets: bool,
+    /// The next step's stores at the end of the loop's body (`ATTEND_GPU_STORES=inline`).
+    pub inline_stores: bool,
 }
 
 impl ProductForm {
-    /// The defaults: `fma`, lanes in pairs, reads at constant offsets.
-    pub const DEFAULT: ProductForm = ProductForm { fma: true, paired_lanes: true, constant_offsets: true };
+    /// The defaults: `fma`, lanes in pairs, reads at constant offsets, stores inline.
+    pub const DEFAULT: ProductForm =
+        ProductForm { fma: true, paired_lanes: true, constant_offsets: true, inline_stores: true };
 }
 
 /// The values `ATTEND_GPU_FMA` takes, for its errors.
@@ -49,6 +60,10 @@ const EXPECTED_LANES: &str =
 /// The values `ATTEND_GPU_ADDRESSES` takes, for its errors.
 const EXPECTED_ADDRESSES: &str = "offsets (the default: each read at the unit's base plus a constant) \
      or sums (the stage, step and unit added at each read)";
+
+/// The values `ATTEND_GPU_STORES` takes, for its errors.
+const EXPECTED_STORES: &str = "inline (the default: the next step's stores end the loop's body) \
+     or apart (in a block of their own)";
 
 /// A value of `ATTEND_GPU_FMA`: `on` (or empty) or `off`; anything else is an error that
 /// names the variable and the values it takes.
@@ -70,8 +85,15 @@ pub fn parse_product_addresses(value: &str) -> Result<bool, String> {
     crate::env_switch::parse("ATTEND_GPU_ADDRESSES", value, &choices, EXPECTED_ADDRESSES)
 }
 
-/// `ATTEND_GPU_FMA`, `ATTEND_GPU_LANES` and `ATTEND_GPU_ADDRESSES` read: each unset, or a
-/// value its parser takes.
+/// A value of `ATTEND_GPU_STORES`: `inline` (or empty) or `apart`; anything else is an error
+/// that names the variable and the values it takes.
+pub fn parse_product_stores(value: &str) -> Result<bool, String> {
+    let choices = [("", true), ("inline", true), ("apart", false)];
+    crate::env_switch::parse("ATTEND_GPU_STORES", value, &choices, EXPECTED_STORES)
+}
+
+/// `ATTEND_GPU_FMA`, `ATTEND_GPU_LANES`, `ATTEND_GPU_ADDRESSES` and `ATTEND_GPU_STORES` read:
+/// each unset, or a value its parser takes.
 pub fn product_form_from_env() -> Result<ProductForm, String> {
     Ok(ProductForm {
         fma: crate::env_switch::read("ATTEND_GPU_FMA", true, EXPECTED_FMA, parse_product_fma)?,
@@ -82,6 +104,7 @@ pub fn product_form_from_env() -> Result<ProductForm, String> {
             EXPECTED_ADDRESSES,
             parse_product_addresses,
         )?,
+        inline_stores: crate::env_switch::read("ATTEND_GPU_STORES", true, EXPECTED_STORES, parse_product_stores)?,
     })
 }
 
@@ -92,7 +115,7 @@ thread_local! {
 
 /// The product kernel's form in force on this thread: [`with_product_form`]'s, else the
 /// environment's, read once (a value the runner would refuse runs the default here, said on stderr;
-/// `xtask` checks both variables before a run).
+/// `xtask` checks the variables before a run).
 pub fn product_form() -> ProductForm {
     static ENV: OnceLock<ProductForm> = OnceLock::new();
     if let Some(form) = FORM.with(|f| f.get()) {
@@ -102,7 +125,7 @@ pub fn product_form() -> ProductForm {
         crate::env_switch::or_default(
             product_form_from_env(),
             ProductForm::DEFAULT,
-            "fma on, lanes pairs, addresses offsets",
+            "fma on, lanes pairs, addresses offsets, stores inline",
         )
     })
 }
@@ -134,7 +157,7 @@ mod tests {
     fn with_product_form_sets_the_form_for_its_work_and_restores_the_one_before() {
         let initial = product_form();
         let rows = ProductForm { paired_lanes: false, ..ProductForm::DEFAULT };
-        let mul = ProductForm { fma: false, constant_offsets: false, ..ProductForm::DEFAULT };
+        let mul = ProductForm { fma: false, constant_offsets: false, inline_stores: false, ..ProductForm::DEFAULT };
         let inner = with_product_form(rows, || (product_form(), with_product_form(mul, product_form), product_form()));
         assert_eq!(inner, (rows, mul, rows));
         assert_eq!(product_form(), initial);
@@ -154,6 +177,17 @@ mod tests {
                 error.contains("ATTEND_GPU_ADDRESSES") && error.contains("sums") && error.contains(wrong),
                 "{error}"
             );
+        }
+    }
+
+    #[test]
+    fn product_stores_setting_takes_inline_apart_and_empty_and_names_the_variable_on_anything_else() {
+        assert_eq!(parse_product_stores(""), Ok(true));
+        assert_eq!(parse_product_stores(" inline "), Ok(true));
+        assert_eq!(parse_product_stores("apart"), Ok(false));
+        for wrong in ["separate", "on", "block"] {
+            let error = parse_product_stores(wrong).unwrap_err();
+            assert!(error.contains("ATTEND_GPU_STORES") && error.contains("apart") && error.contains(wrong), "{error}");
         }
     }
 

@@ -56,7 +56,7 @@
 
 use cubecl::prelude::*;
 
-use super::product_staging::{fetch, place, slot, Four};
+use super::product_staging::{fetch, place, slot, stage, Four};
 
 /// `c = a·b` over `[m, k]`, `[k, n]`, `[m, n]`, batched along `CUBE_POS_Z` over the
 /// `batch_axes` (0, 1 or 2) axes before those: rank 3 (a batch of matrices) or rank 4 (the
@@ -83,6 +83,7 @@ pub fn product_kernel<F: Float, NA: Size, NB: Size, NC: Size>(
     #[comptime] fused: bool,
     #[comptime] paired: bool,
     #[comptime] offsets: bool,
+    #[comptime] inline_stores: bool,
     #[comptime] exact: bool,
     #[comptime] triangle: u32,
     #[define(F)] _dtype: StorageType,
@@ -294,15 +295,51 @@ pub fn product_kernel<F: Float, NA: Size, NB: Size, NC: Size>(
         }
         // The other stage was last read before the previous synchronization.
         let other = 1 - this;
-        #[unroll]
-        for l in 0..loads_a {
-            let (group, k) = place(unit + l * units, a_k_contiguous, tile_m, step);
-            stage_a[other * stage_a_len + k * row_a + slot(k, group, swizzle)] = next_a[l];
-        }
-        #[unroll]
-        for l in 0..loads_b {
-            let (group, k) = place(unit + l * units, b_k_contiguous, tile_n, step);
-            stage_b[other * stage_b_len + k * row_b + slot(k, group, swizzle)] = next_b[l];
+        if comptime![inline_stores] {
+            #[unroll]
+            for l in 0..loads_a {
+                let (group, k) = place(unit + l * units, a_k_contiguous, tile_m, step);
+                stage_a[other * stage_a_len + k * row_a + slot(k, group, swizzle)] = next_a[l];
+            }
+            #[unroll]
+            for l in 0..loads_b {
+                let (group, k) = place(unit + l * units, b_k_contiguous, tile_n, step);
+                stage_b[other * stage_b_len + k * row_b + slot(k, group, swizzle)] = next_b[l];
+            }
+        } else {
+            let (other_a, other_b) = (other * stage_a_len, other * stage_b_len);
+            // In a block of their own (`next_k ≥ k0` always holds, but no pass can fold it), so
+            // that cubecl-opt's `CopyTransform`, which works within one block, cannot merge a
+            // read above and its store here into one copy after the multiply-adds (SPIR-V path;
+            // `ATTEND_GPU_STORES`).
+            if next_k >= k0 {
+                stage(
+                    &mut stage_a,
+                    &next_a,
+                    other_a,
+                    unit,
+                    loads_a,
+                    units,
+                    a_k_contiguous,
+                    tile_m,
+                    step,
+                    row_a,
+                    swizzle,
+                );
+                stage(
+                    &mut stage_b,
+                    &next_b,
+                    other_b,
+                    unit,
+                    loads_b,
+                    units,
+                    b_k_contiguous,
+                    tile_n,
+                    step,
+                    row_b,
+                    swizzle,
+                );
+            }
         }
         sync_cube();
         flipped = other;

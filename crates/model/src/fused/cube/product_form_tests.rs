@@ -1,6 +1,7 @@
 //! Our product kernel in each form of its inner loop (multiply-adds fused or not,
 //! `ATTEND_GPU_FMA`; lanes in pairs or in rows, `ATTEND_GPU_LANES`; reads at constant offsets
-//! or summed indices, `ATTEND_GPU_ADDRESSES`) on wgpu (lavapipe will
+//! or summed indices, `ATTEND_GPU_ADDRESSES`; the next step's stores inline or apart,
+//! `ATTEND_GPU_STORES`) on wgpu (lavapipe will
 //! do), launched directly, against Burn's product on the CPU; and the lanes' placement itself.
 
 use burn::tensor::{Tensor, TensorData, TensorPrimitive};
@@ -42,8 +43,13 @@ fn product_kernel_in_every_form_of_its_inner_loop_on_wgpu_equals_cpu_products() 
     let device = Default::default();
     let tiles = [ProductTile::HALF_ROWS, ProductTile::HALF_ROWS.wide(), ProductTile::of(128, 128, 16).wide()];
     for tile in tiles {
-        for bits in 0..8u32 {
-            let form = ProductForm { fma: bits & 1 == 1, paired_lanes: bits & 2 == 2, constant_offsets: bits & 4 == 4 };
+        for bits in 0..16u32 {
+            let form = ProductForm {
+                fma: bits & 1 == 1,
+                paired_lanes: bits & 2 == 2,
+                constant_offsets: bits & 4 == 4,
+                inline_stores: bits & 8 == 8,
+            };
             let ta = Tensor::<WgpuUnfused, 2>::from_data(a.clone(), &device).transpose();
             let tb = Tensor::<WgpuUnfused, 2>::from_data(b.clone(), &device);
             let c = ours(ta, tb, tile, form);
@@ -53,7 +59,7 @@ fn product_kernel_in_every_form_of_its_inner_loop_on_wgpu_equals_cpu_products() 
 }
 
 /// Shapes of whole tiles and steps: the `offsets` form reads and writes them unguarded
-/// (`exact_tiles`), `sums` keeps every check; each the CPU's product, in every layout of its
+/// (`exact_tiles`), its next step's stores inline or apart, `sums` keeps every check; each the CPU's product, in every layout of its
 /// operands (`A` along `k` or along its rows, `B` the same), under an 8-deep tile, a wide one
 /// and a 16-deep one; and shapes ragged for a tile (40 deep for 16-deep steps, 120 rows),
 /// guarded again.
@@ -72,8 +78,8 @@ fn whole_tiles_read_unguarded_in_the_offsets_form_equal_cpu_products_in_every_la
         };
         for tile in tiles {
             for (a_t, b_t) in [(false, false), (true, false), (false, true), (true, true)] {
-                for offsets in [true, false] {
-                    let form = ProductForm { constant_offsets: offsets, ..ProductForm::DEFAULT };
+                for (offsets, inline_stores) in [(true, true), (false, true), (true, false)] {
+                    let form = ProductForm { constant_offsets: offsets, inline_stores, ..ProductForm::DEFAULT };
                     // A transposed operand is stored transposed and read through its view.
                     let ta = if a_t {
                         let stored = Tensor::<NdArray<f32>, 2>::from_data(a.clone(), &Default::default()).transpose();
@@ -144,7 +150,8 @@ fn fusion_runs_the_product_in_the_form_in_force_at_registration() {
         data(a.matmul(Tensor::from_data(b.clone(), &device)))
     };
     let device = Default::default();
-    for form in [ProductForm { fma: false, paired_lanes: false, constant_offsets: false }, ProductForm::DEFAULT] {
+    let old = ProductForm { fma: false, paired_lanes: false, constant_offsets: false, inline_stores: false };
+    for form in [old, ProductForm::DEFAULT] {
         let c = with_product_form(form, || {
             let a = Tensor::<burn_wgpu::Wgpu, 2>::from_data(a.clone(), &device);
             let b = Tensor::<burn_wgpu::Wgpu, 2>::from_data(b.clone(), &device);

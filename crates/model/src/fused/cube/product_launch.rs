@@ -31,7 +31,7 @@ fn unit_axis<R: CubeRuntime>(x: &CubeTensor<R>) -> Option<bool> {
 /// k, n]` (either operand may have one entry along a batch axis); operands in the same float
 /// type; each cube computes a `tile`; what `shape` leaves out left out, the result laid out as
 /// it says (`crate::fused::product_shape`); its inner loop in `form` (`ATTEND_GPU_FMA`,
-/// `ATTEND_GPU_LANES`).
+/// `ATTEND_GPU_LANES`, `ATTEND_GPU_ADDRESSES`, `ATTEND_GPU_STORES`).
 pub(super) fn product<R: CubeRuntime>(
     a: CubeTensor<R>,
     b: CubeTensor<R>,
@@ -121,6 +121,7 @@ pub(super) fn product<R: CubeRuntime>(
             form.fma,
             form.paired_lanes,
             form.constant_offsets,
+            form.inline_stores,
             exact,
             triangle,
             dtype,

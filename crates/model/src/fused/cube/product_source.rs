@@ -113,6 +113,7 @@ pub fn product_cuda_source(tile: ProductTile, form: ProductForm, layout: Product
         form.fma,
         form.paired_lanes,
         form.constant_offsets,
+        form.inline_stores,
         // Whole tiles as a launch on `[256 × 256]·[256 × 256]` (every tile divides 256) finds them.
         super::product_launch::exact_tiles(
             layout.exact && super::product_launch::whole_tiles(256, 256, 256, tile, triangle),
@@ -159,6 +160,9 @@ mod tests {
         let sums = ProductForm { constant_offsets: false, ..ProductForm::DEFAULT };
         let summed = product_cuda_source(ProductTile::HALF_ROWS, sums, ProductLayout::FORWARD, full);
         assert_ne!(summed, fused, "ATTEND_GPU_ADDRESSES reaches the kernel");
+        let apart = ProductForm { inline_stores: false, ..ProductForm::DEFAULT };
+        let stored_apart = product_cuda_source(ProductTile::HALF_ROWS, apart, ProductLayout::FORWARD, full);
+        assert_ne!(stored_apart, fused, "ATTEND_GPU_STORES reaches the kernel");
         let lower = product_cuda_source(
             ProductTile::HALF_ROWS,
             ProductForm::DEFAULT,

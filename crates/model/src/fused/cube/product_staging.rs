@@ -1,6 +1,6 @@
 //! How the product kernel (`product.rs`) reads its operands and stages them in shared
 //! memory: one element or one vector of four rows at a time from global memory (`load`,
-//! `fetch`), which row group and `k` each of a unit's loads takes (`place`), where a vector
+//! `fetch`) and stores them (`stage`), which row group and `k` each of a unit's loads takes (`place`), where a vector
 //! goes in its staged row (`slot`, the 16-deep steps' permutation), and what a causal
 //! triangle keeps (`kept`).
 
@@ -56,6 +56,31 @@ pub(super) fn place(
         k = index % step;
     }
     (group, k)
+}
+
+/// Stores this unit's `loads` vectors of a step's slice (`next`, read by [`fetch`]) into the
+/// stage that begins at `at`: the `l`-th at its row group and `k` ([`place`]), in row `k` of
+/// `row` vectors, at its [`slot`].
+#[cube]
+#[allow(clippy::too_many_arguments)]
+pub(super) fn stage(
+    stages: &mut SharedMemory<Four>,
+    next: &Array<Four>,
+    at: usize,
+    unit: usize,
+    #[comptime] loads: usize,
+    #[comptime] units: usize,
+    #[comptime] k_contiguous: bool,
+    #[comptime] side: usize,
+    #[comptime] step: usize,
+    #[comptime] row: usize,
+    #[comptime] swizzle: bool,
+) {
+    #[unroll]
+    for l in 0..loads {
+        let (group, k) = place(unit + l * units, k_contiguous, side, step);
+        stages[at + k * row + slot(k, group, swizzle)] = next[l];
+    }
 }
 
 /// Where in its staged row of shared memory the vector `v` at `k` goes: `v` itself, or with
