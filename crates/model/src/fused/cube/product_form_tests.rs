@@ -24,7 +24,8 @@ fn ours(
     Tensor::from_primitive(TensorPrimitive::Float(c))
 }
 
-/// Every form, under an 8 × 8 tile and two wide ones (8 deep, where reads take constant
+/// Every combination of multiply-adds, lanes and addresses (the stores inline or apart by their
+/// parity), under an 8 × 8 tile and two wide ones (8 deep, where reads take constant
 /// offsets, and 16 deep, where the permuted rows keep the summed indices), over sizes that end partway through a tile
 /// and a step, `A` read through a transposed view: each the CPU's product. (On lavapipe the
 /// forms give the same bits: Mesa fuses `a·b + c` either way, and where a lane sits changes
@@ -43,12 +44,15 @@ fn product_kernel_in_every_form_of_its_inner_loop_on_wgpu_equals_cpu_products() 
     let device = Default::default();
     let tiles = [ProductTile::HALF_ROWS, ProductTile::HALF_ROWS.wide(), ProductTile::of(128, 128, 16).wide()];
     for tile in tiles {
-        for bits in 0..16u32 {
+        for bits in 0..8u32 {
+            // The stores by the parity of the other three: each switch both ways under each
+            // tile in half the kernels of every combination (the stores' meeting with
+            // unguarded tiles is the next test's).
             let form = ProductForm {
                 fma: bits & 1 == 1,
                 paired_lanes: bits & 2 == 2,
                 constant_offsets: bits & 4 == 4,
-                inline_stores: bits & 8 == 8,
+                inline_stores: bits.count_ones() % 2 == 0,
             };
             let ta = Tensor::<WgpuUnfused, 2>::from_data(a.clone(), &device).transpose();
             let tb = Tensor::<WgpuUnfused, 2>::from_data(b.clone(), &device);
