@@ -5,8 +5,10 @@
 //! with the backend the flag names (the autodiff backend: commands that only infer use its
 //! `InnerBackend`). The GPU backends need the build features that bring them in (`wgpu`, `cuda`);
 //! a flag whose backend is not built is an error that says which feature to build with. Before a
-//! GPU backend's first use, its kernel caches are set up (`kernel_cache`) and `ATTEND_GPU_KERNELS`
-//! is checked; `ATTEND_QKV` is checked on every backend.
+//! GPU backend's first use, the machine is asked whether it has the device (`gpu_adapter` asks
+//! wgpu for an adapter, `cuda_device` the CUDA driver for a GPU and NVRTC: a machine without one
+//! gets an error that says what to install, not CubeCL's panic), its kernel caches are set up
+//! (`kernel_cache`) and `ATTEND_GPU_KERNELS` is checked; `ATTEND_QKV` is checked on every backend.
 
 use anyhow::Result;
 use burn::tensor::backend::AutodiffBackend;
@@ -60,17 +62,20 @@ pub fn run_on<W: OnBackend>(backend: Backend, work: W) -> Result<W::Output> {
         Backend::Ndarray => work.run::<Autodiff<burn_ndarray::NdArray<f32>>>(&Default::default()),
         #[cfg(feature = "wgpu")]
         Backend::Wgpu => {
+            crate::gpu_adapter::check(backend.name())?;
             gpu_setup()?;
             work.run::<Autodiff<burn_wgpu::Wgpu>>(&Default::default())
         }
         #[cfg(feature = "wgpu")]
         Backend::WgpuUnfused => {
+            crate::gpu_adapter::check(backend.name())?;
             gpu_setup()?;
             type Unfused = burn_wgpu::CubeBackend<burn_wgpu::WgpuRuntime, f32, i32, u32>;
             work.run::<Autodiff<Unfused>>(&Default::default())
         }
         #[cfg(feature = "cuda")]
         Backend::Cuda => {
+            crate::cuda_device::check(backend.name())?;
             gpu_setup()?;
             work.run::<Autodiff<burn_cuda::Cuda>>(&Default::default())
         }

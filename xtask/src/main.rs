@@ -12,10 +12,14 @@ mod bleu;
 mod bpe;
 mod chrf;
 mod compress;
+#[cfg(feature = "cuda")]
+mod cuda_device;
 mod data;
 mod eval;
 mod export;
 mod generate;
+#[cfg(feature = "wgpu")]
+mod gpu_adapter;
 mod import;
 mod kernel_cache;
 mod params;

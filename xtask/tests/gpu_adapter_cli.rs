@@ -1,0 +1,32 @@
+//! `--backend wgpu` on a machine whose Vulkan loader finds no driver: a clear error that says
+//! what to install, not CubeCL's panic. Needs a build with the `wgpu` feature:
+//! `cargo test --release -p xtask --features wgpu --test gpu_adapter_cli`.
+#![cfg(feature = "wgpu")]
+
+use std::process::{Command, Stdio};
+
+#[test]
+fn wgpu_without_a_vulkan_driver_is_an_error_naming_the_fix_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    // An ICD list naming a file that does not exist: the loader loads no driver.
+    let none = dir.path().join("no_icd.json");
+    for backend in ["wgpu", "wgpu-unfused"] {
+        let run = dir.path().join(backend);
+        let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
+            .args(["train", "--backend", backend, "--run", run.to_str().unwrap()])
+            .args(["--set", "train.max_steps=1"])
+            .env("VK_DRIVER_FILES", &none)
+            .env("VK_ICD_FILENAMES", &none)
+            .env_remove("CUBECL_WGPU_DEFAULT_DEVICE")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{backend}: ran without a driver: {stderr}");
+        assert!(!stderr.contains("panicked"), "{backend}: panicked: {stderr}");
+        for part in [format!("--backend {backend}"), "no Vulkan adapter".into(), "mesa-vulkan-drivers".into()] {
+            assert!(stderr.contains(&part), "{backend}: {part:?} missing from {stderr}");
+        }
+        assert!(!run.exists(), "{backend}: the run directory was created before the check");
+    }
+}
