@@ -7,9 +7,10 @@
 //! a fresh Linux machine the cause is nearly always a missing Vulkan loader or driver. [`check`]
 //! asks wgpu the same question first, with the same options (the graphics API burn-wgpu's
 //! `AutoGraphicsApi` picks, high performance, no fallback adapter), and turns a "none" into an
-//! error that says which of the two is missing and how to install it. Where
+//! error that gives wgpu's reason and says how to install both. Where
 //! `CUBECL_WGPU_DEFAULT_DEVICE` names a device, CubeCL picks from the adapter list instead; the
-//! check then asks whether the list is empty.
+//! check then asks whether the list is empty (a named device that is not in a non-empty list is
+//! still CubeCL's to report).
 
 use anyhow::{bail, Result};
 use burn_wgpu::graphics::{AutoGraphicsApi, GraphicsApi};
@@ -53,6 +54,6 @@ pub fn check(flag: &str) -> Result<()> {
 fn message(flag: &str, api: &str, detail: &str) -> String {
     format!(
         "--backend {flag}: this machine offers no {api} adapter, so the GPU backend cannot start \
-         ({detail}).\n{INSTALL}"
+         ({detail}). {INSTALL}"
     )
 }

@@ -1,7 +1,8 @@
 //! `--backend cuda` where this process can reach no CUDA GPU: a clear error that says what is
-//! missing, not cubecl-cuda's panic. `CUDA_VISIBLE_DEVICES` is emptied, so a machine with a GPU
-//! hides it (the driver starts with no device) and a machine without the driver library lacks
-//! that first: either way the command must stop with our error before the run starts. Needs a
+//! missing, not cubecl-cuda's panic. `CUDA_VISIBLE_DEVICES` is emptied, so on a machine with a
+//! GPU the driver hides it (`cuInit` answers CUDA_ERROR_NO_DEVICE) and a machine without the
+//! driver library lacks that first: either way the command must stop with our error, on one
+//! line, before the run starts. Needs a
 //! build with the `cuda` feature (not built by default CI; it needs no CUDA toolkit):
 //! `cargo test --release -p xtask --features cuda --test cuda_device_cli`.
 #![cfg(feature = "cuda")]
@@ -22,6 +23,8 @@ fn cuda_without_a_reachable_gpu_is_an_error_naming_the_fix_not_a_panic() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "ran without a GPU: {stderr}");
     assert!(!stderr.contains("panicked"), "panicked: {stderr}");
+    let last = stderr.trim_end().lines().last().unwrap_or_default();
+    assert!(last.starts_with("error: --backend cuda:"), "the error is not one line: {stderr}");
     for part in ["--backend cuda:", "--backend ndarray"] {
         assert!(stderr.contains(part), "{part:?} missing from {stderr}");
     }

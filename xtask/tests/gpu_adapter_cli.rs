@@ -24,6 +24,8 @@ fn wgpu_without_a_vulkan_driver_is_an_error_naming_the_fix_not_a_panic() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{backend}: ran without a driver: {stderr}");
         assert!(!stderr.contains("panicked"), "{backend}: panicked: {stderr}");
+        let last = stderr.trim_end().lines().last().unwrap_or_default();
+        assert!(last.starts_with("error: --backend"), "{backend}: the error is not one line: {stderr}");
         for part in [format!("--backend {backend}"), "no Vulkan adapter".into(), "mesa-vulkan-drivers".into()] {
             assert!(stderr.contains(&part), "{backend}: {part:?} missing from {stderr}");
         }
