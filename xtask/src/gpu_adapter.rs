@@ -8,9 +8,9 @@
 //! asks wgpu the same question first, with the same options (the graphics API burn-wgpu's
 //! `AutoGraphicsApi` picks, high performance, no fallback adapter), and turns a "none" into an
 //! error that gives wgpu's reason and says how to install both. Where
-//! `CUBECL_WGPU_DEFAULT_DEVICE` names a device, CubeCL picks from the adapter list instead; the
-//! check then asks whether the list is empty (a named device that is not in a non-empty list is
-//! still CubeCL's to report).
+//! `CUBECL_WGPU_DEFAULT_DEVICE` names a device, CubeCL picks from the adapter list instead and
+//! panics where the list lacks it; the check then picks as CubeCL does, and an adapter that is
+//! not there is an error listing those that are. A value CubeCL cannot read is an error too.
 
 use anyhow::{bail, Result};
 use burn_wgpu::graphics::{AutoGraphicsApi, GraphicsApi};
@@ -21,20 +21,37 @@ const INSTALL: &str = "Install a Vulkan driver: on Debian or Ubuntu, `apt-get in
      them; on an NVIDIA machine the driver's Vulkan ICD (a file nvidia_icd.json, which VK_DRIVER_FILES \
      may name). Or run on the CPU with --backend ndarray.";
 
-/// Fails with a clear error when wgpu finds no adapter for the graphics API burn-wgpu uses.
+/// Fails with a clear error when wgpu finds no adapter for the graphics API burn-wgpu uses, or
+/// none of the kind `CUBECL_WGPU_DEFAULT_DEVICE` names.
 pub fn check(flag: &str) -> Result<()> {
     let backend = AutoGraphicsApi::backend();
     let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
         backends: backend.into(),
         ..wgpu::InstanceDescriptor::new_without_display_handle()
     });
-    let named = std::env::var_os("CUBECL_WGPU_DEFAULT_DEVICE").is_some();
-    let found = if named {
+    let named = match std::env::var("CUBECL_WGPU_DEFAULT_DEVICE") {
+        Ok(var) => Some((named_device(&var).ok_or_else(|| unreadable(flag, &var))?, var)),
+        Err(_) => None,
+    };
+    let found = if let Some(((kind, index), var)) = named {
         let adapters = cubecl_common::future::block_on(instance.enumerate_adapters(backend.into()));
-        if adapters.is_empty() {
+        let infos: Vec<wgpu::AdapterInfo> = adapters.iter().map(|adapter| adapter.get_info()).collect();
+        let of = |wanted: wgpu::DeviceType| infos.iter().filter(|info| info.device_type == wanted).count();
+        // cubecl-wgpu's `select_from_adapter_list`: the index-th adapter of the kind, else the
+        // index-th of kind `Other`.
+        if of(kind) > index || of(wgpu::DeviceType::Other) > index {
+            Ok(())
+        } else if infos.is_empty() {
             Err(format!("wgpu lists no {backend:?} adapter"))
         } else {
-            Ok(())
+            let listed: Vec<String> =
+                infos.iter().map(|info| format!("{:?} {:?}", info.device_type, info.name)).collect();
+            bail!(
+                "--backend {flag}: CUBECL_WGPU_DEFAULT_DEVICE={var} names a {kind:?} adapter (number {index} from 0) \
+                 that this machine does not have; wgpu lists {}; unset it to take the best adapter, or name one \
+                 of those by its kind (DiscreteGpu(N), IntegratedGpu(N), VirtualGpu(N) or Cpu)",
+                listed.join(", ")
+            );
         }
     } else {
         let options = wgpu::RequestAdapterOptions {
@@ -48,6 +65,33 @@ pub fn check(flag: &str) -> Result<()> {
         Ok(()) => Ok(()),
         Err(detail) => bail!("{}", message(flag, &format!("{backend:?}"), &detail)),
     }
+}
+
+/// `CUBECL_WGPU_DEFAULT_DEVICE` as cubecl-wgpu 0.10 reads it (`get_device_override`): an
+/// adapter kind and an index among that kind's adapters. CubeCL logs a value it cannot read
+/// and ignores it; here that is an error, so that a misspelled device is not silently replaced.
+fn named_device(var: &str) -> Option<(wgpu::DeviceType, usize)> {
+    let indexed = |prefix: &str| var.strip_prefix(prefix)?.strip_suffix(')')?.parse::<usize>().ok();
+    if let Some(index) = indexed("DiscreteGpu(") {
+        Some((wgpu::DeviceType::DiscreteGpu, index))
+    } else if let Some(index) = indexed("IntegratedGpu(") {
+        Some((wgpu::DeviceType::IntegratedGpu, index))
+    } else if let Some(index) = indexed("VirtualGpu(") {
+        Some((wgpu::DeviceType::VirtualGpu, index))
+    } else if var == "Cpu" {
+        Some((wgpu::DeviceType::Cpu, 0))
+    } else {
+        None
+    }
+}
+
+/// The error for a `CUBECL_WGPU_DEFAULT_DEVICE` CubeCL would ignore.
+fn unreadable(flag: &str, var: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "--backend {flag}: CUBECL_WGPU_DEFAULT_DEVICE={var:?} is not a device CubeCL reads (DiscreteGpu(N), \
+         IntegratedGpu(N), VirtualGpu(N) or Cpu, N from 0); CubeCL would ignore it and take the best adapter: \
+         correct it or unset it"
+    )
 }
 
 /// The error for `--backend FLAG` when wgpu found no `api` adapter, wgpu's own words in `detail`.

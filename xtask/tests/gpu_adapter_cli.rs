@@ -32,3 +32,38 @@ fn wgpu_without_a_vulkan_driver_is_an_error_naming_the_fix_not_a_panic() {
         assert!(!run.exists(), "{backend}: the run directory was created before the check");
     }
 }
+
+/// `train --backend wgpu` for one step with `CUBECL_WGPU_DEFAULT_DEVICE` set: its exit status
+/// and stderr, and whether it made its run directory.
+fn train_naming(device: &str) -> (bool, String, bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["train", "--backend", "wgpu", "--run", run.to_str().unwrap()])
+        .args(["--set", "train.max_steps=1"])
+        .env("CUBECL_WGPU_DEFAULT_DEVICE", device)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned(), run.exists())
+}
+
+/// Needs a Vulkan driver (CI installs lavapipe): the adapter list must not be empty.
+#[test]
+fn a_named_wgpu_device_the_machine_lacks_is_an_error_listing_its_adapters() {
+    let (ok, stderr, made) = train_naming("DiscreteGpu(7)");
+    assert!(!ok, "ran on a device it lacks: {stderr}");
+    assert!(!stderr.contains("panicked"), "panicked: {stderr}");
+    for part in ["CUBECL_WGPU_DEFAULT_DEVICE=DiscreteGpu(7)", "does not have", "wgpu lists"] {
+        assert!(stderr.contains(part), "{part:?} missing from {stderr}");
+    }
+    assert!(!made, "the run directory was created before the check");
+}
+
+#[test]
+fn a_named_wgpu_device_cubecl_cannot_read_is_an_error_not_ignored() {
+    let (ok, stderr, made) = train_naming("DiscreteGPU(0)");
+    assert!(!ok, "ran with an unreadable device name: {stderr}");
+    assert!(stderr.contains("is not a device CubeCL reads"), "{stderr}");
+    assert!(!made, "the run directory was created before the check");
+}
