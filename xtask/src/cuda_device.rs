@@ -16,7 +16,7 @@
 //! would otherwise stop the run at that kernel, after it started.
 
 use anyhow::{bail, Result};
-use std::path::Path;
+use std::path::PathBuf;
 
 /// The other backends, for every error's last words.
 const OTHERWISE: &str = "Or run with --backend wgpu (a build with `--features wgpu`) or --backend ndarray.";
@@ -61,7 +61,7 @@ pub fn check(flag: &str) -> Result<()> {
 
 /// The CUDA directory (`root`, as cubecl-cuda finds it) whose `include/cuda_runtime.h` every
 /// kernel of cubecl-cuda includes.
-fn headers(flag: &str, root: Option<std::path::PathBuf>) -> Result<()> {
+fn headers(flag: &str, root: Option<PathBuf>) -> Result<()> {
     let Some(root) = root else {
         bail!(
             "--backend {flag}: no CUDA directory found (CUDA_PATH is unset, and there is no /usr/local/cuda, \
@@ -71,7 +71,7 @@ fn headers(flag: &str, root: Option<std::path::PathBuf>) -> Result<()> {
              {OTHERWISE}"
         );
     };
-    if !Path::new(&root).join("include").join("cuda_runtime.h").is_file() {
+    if !root.join("include").join("cuda_runtime.h").is_file() {
         bail!(
             "--backend {flag}: the CUDA directory {} has no include/cuda_runtime.h, which every kernel of this \
              backend includes; install CUDA's headers there (NVIDIA's package cuda-cudart-dev-12-N), or set \

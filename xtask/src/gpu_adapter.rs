@@ -24,15 +24,15 @@ const INSTALL: &str = "Install a Vulkan driver: on Debian or Ubuntu, `apt-get in
 /// Fails with a clear error when wgpu finds no adapter for the graphics API burn-wgpu uses, or
 /// none of the kind `CUBECL_WGPU_DEFAULT_DEVICE` names.
 pub fn check(flag: &str) -> Result<()> {
+    let named = match std::env::var("CUBECL_WGPU_DEFAULT_DEVICE") {
+        Ok(var) => Some((named_device(&var).ok_or_else(|| unreadable(flag, &var))?, var)),
+        Err(_) => None,
+    };
     let backend = AutoGraphicsApi::backend();
     let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
         backends: backend.into(),
         ..wgpu::InstanceDescriptor::new_without_display_handle()
     });
-    let named = match std::env::var("CUBECL_WGPU_DEFAULT_DEVICE") {
-        Ok(var) => Some((named_device(&var).ok_or_else(|| unreadable(flag, &var))?, var)),
-        Err(_) => None,
-    };
     let found = if let Some(((kind, index), var)) = named {
         let adapters = cubecl_common::future::block_on(instance.enumerate_adapters(backend.into()));
         let infos: Vec<wgpu::AdapterInfo> = adapters.iter().map(|adapter| adapter.get_info()).collect();

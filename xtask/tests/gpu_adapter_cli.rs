@@ -5,47 +5,50 @@
 
 use std::process::{Command, Stdio};
 
+/// `train --backend BACKEND` for one step with the environment `env` (`None` removes a
+/// variable): its exit status and stderr, and whether it made its run directory.
+fn train(backend: &str, env: &[(&str, Option<&std::ffi::OsStr>)]) -> (bool, String, bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_xtask"));
+    command.args(["train", "--backend", backend, "--run", run.to_str().unwrap()]);
+    command.args(["--set", "train.max_steps=1"]).stdin(Stdio::null());
+    for (name, value) in env {
+        match value {
+            Some(value) => command.env(name, value),
+            None => command.env_remove(name),
+        };
+    }
+    let out = command.output().unwrap();
+    (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned(), run.exists())
+}
+
+/// `train --backend wgpu` with `CUBECL_WGPU_DEFAULT_DEVICE` set to `device`.
+fn train_naming(device: &str) -> (bool, String, bool) {
+    train("wgpu", &[("CUBECL_WGPU_DEFAULT_DEVICE", Some(device.as_ref()))])
+}
+
 #[test]
 fn wgpu_without_a_vulkan_driver_is_an_error_naming_the_fix_not_a_panic() {
     let dir = tempfile::tempdir().unwrap();
     // An ICD list naming a file that does not exist: the loader loads no driver.
     let none = dir.path().join("no_icd.json");
     for backend in ["wgpu", "wgpu-unfused"] {
-        let run = dir.path().join(backend);
-        let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
-            .args(["train", "--backend", backend, "--run", run.to_str().unwrap()])
-            .args(["--set", "train.max_steps=1"])
-            .env("VK_DRIVER_FILES", &none)
-            .env("VK_ICD_FILENAMES", &none)
-            .env_remove("CUBECL_WGPU_DEFAULT_DEVICE")
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{backend}: ran without a driver: {stderr}");
+        let env = [
+            ("VK_DRIVER_FILES", Some(none.as_os_str())),
+            ("VK_ICD_FILENAMES", Some(none.as_os_str())),
+            ("CUBECL_WGPU_DEFAULT_DEVICE", None),
+        ];
+        let (ok, stderr, made) = train(backend, &env);
+        assert!(!ok, "{backend}: ran without a driver: {stderr}");
         assert!(!stderr.contains("panicked"), "{backend}: panicked: {stderr}");
         let last = stderr.trim_end().lines().last().unwrap_or_default();
         assert!(last.starts_with("error: --backend"), "{backend}: the error is not one line: {stderr}");
         for part in [format!("--backend {backend}"), "no Vulkan adapter".into(), "mesa-vulkan-drivers".into()] {
             assert!(stderr.contains(&part), "{backend}: {part:?} missing from {stderr}");
         }
-        assert!(!run.exists(), "{backend}: the run directory was created before the check");
+        assert!(!made, "{backend}: the run directory was created before the check");
     }
-}
-
-/// `train --backend wgpu` for one step with `CUBECL_WGPU_DEFAULT_DEVICE` set: its exit status
-/// and stderr, and whether it made its run directory.
-fn train_naming(device: &str) -> (bool, String, bool) {
-    let dir = tempfile::tempdir().unwrap();
-    let run = dir.path().join("run");
-    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .args(["train", "--backend", "wgpu", "--run", run.to_str().unwrap()])
-        .args(["--set", "train.max_steps=1"])
-        .env("CUBECL_WGPU_DEFAULT_DEVICE", device)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned(), run.exists())
 }
 
 /// Needs a Vulkan driver (CI installs lavapipe): the adapter list must not be empty.
