@@ -1,6 +1,7 @@
 //! `cargo xtask eval`: score a trained model on a split. Language models (or a text file with
 //! `--data`): cross-entropy and perplexities; with `--dynamic`, the notes' dynamic evaluation
-//! beside the static score. Translation models: teacher-forced loss, then BLEU (cased and
+//! beside the static score; with `--context-window N`, the static score gives each token at least
+//! `N` tokens of context (overlapping windows, as fairseq's `eval_lm`). Translation models: teacher-forced loss, then BLEU (cased and
 //! lowercased) and chrF of beam-search translations of the split. Human lines first; the last
 //! stdout line is one JSON object (`loss`, `ppl`, `ppl_word`, `bpc`, `bits_per_byte`; MT: `bleu`, `signature`).
 
@@ -34,6 +35,10 @@ pub struct EvalArgs {
     /// Add dynamic evaluation (eval.dynamic_segment, eval.dynamic_lr, eval.dynamic_decay).
     #[arg(long)]
     dynamic: bool,
+    /// Language models: score each token after the first block from at least N tokens before
+    /// it (overlapping windows; at most model.block_size; default 0: non-overlapping blocks).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    context_window: usize,
     /// Translation: beam width (default: the run's decode.beam).
     #[arg(long)]
     beam: Option<usize>,
@@ -82,10 +87,16 @@ fn eval_on<B: AutodiffBackend>(args: &EvalArgs, device: &B::Device) -> Result<()
     if args.beam.is_some() || args.lenpen.is_some() {
         anyhow::bail!("--beam and --lenpen apply to translation runs; {} is a language model", args.run.display());
     }
-    let report = eval_lm::<B>(&args.run, &args.data_dir, split, args.data.as_deref(), args.dynamic, device)
-        .with_context(|| format!("evaluating {}", args.run.display()))?;
-    print_lines(&format!("{} (static)", report.split), &report.report);
+    let report =
+        eval_lm::<B>(&args.run, &args.data_dir, split, args.data.as_deref(), args.dynamic, args.context_window, device)
+            .with_context(|| format!("evaluating {}", args.run.display()))?;
+    let how = match report.context_window {
+        0 => "static".to_string(),
+        n => format!("static, context window {n}"),
+    };
+    print_lines(&format!("{} ({how})", report.split), &report.report);
     let mut out = json_of(&report.report);
+    out["context_window"] = json!(report.context_window);
     if let Some((same, dynamic)) = &report.dynamic {
         print_lines("static, same segments", same);
         print_lines("dynamic", dynamic);
@@ -105,9 +116,9 @@ fn run_mt<B: burn::tensor::backend::Backend>(
     split: Split,
     device: &B::Device,
 ) -> Result<()> {
-    if args.dynamic || args.data.is_some() {
+    if args.dynamic || args.data.is_some() || args.context_window > 0 {
         anyhow::bail!(
-            "{} is a translation run: eval scores its --split (valid or test); for other files pipe `cargo xtask translate` into `cargo xtask bleu`",
+            "{} is a translation run: --dynamic, --data and --context-window are for language models; eval scores its --split (valid or test); for other files pipe `cargo xtask translate` into `cargo xtask bleu`",
             args.run.display()
         );
     }
@@ -141,8 +152,11 @@ fn run_mt<B: burn::tensor::backend::Backend>(
 /// A masked LM: loss, perplexity and accuracy on the masked positions (fixed masking seed),
 /// beside the most-frequent-token baseline.
 fn run_mlm<B: burn::tensor::backend::Backend>(args: &EvalArgs, split: Split, device: &B::Device) -> Result<()> {
-    if args.dynamic || args.beam.is_some() || args.lenpen.is_some() {
-        anyhow::bail!("--dynamic, --beam and --lenpen do not apply to a masked LM ({})", args.run.display());
+    if args.dynamic || args.beam.is_some() || args.lenpen.is_some() || args.context_window > 0 {
+        anyhow::bail!(
+            "--dynamic, --context-window, --beam and --lenpen do not apply to a masked LM ({})",
+            args.run.display()
+        );
     }
     let (name, s) = eval_mlm::<B>(&args.run, &args.data_dir, split, args.data.as_deref(), device)
         .with_context(|| format!("evaluating {}", args.run.display()))?;

@@ -50,6 +50,18 @@ fn train_then_eval_and_generate_follow_the_command_line_contract() {
         assert!(last[key].as_f64().is_some_and(f64::is_finite), "{key} in {last}");
     }
 
+    // Every window's context within block_size = 8: the same stream, no token scored twice
+    // and none left out that the blocks score.
+    let widest = xtask(&["eval", "--run", run.to_str().unwrap(), "--split", "test", "--context-window", "8"]);
+    assert!(widest.status.success(), "{}", String::from_utf8_lossy(&widest.stderr));
+    let text = String::from_utf8(widest.stdout).unwrap();
+    let windowed: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(windowed["context_window"], 8, "{windowed}");
+    assert!(windowed["tokens"].as_u64() >= last["tokens"].as_u64(), "{windowed} against {last}");
+    let too_wide = xtask(&["eval", "--run", run.to_str().unwrap(), "--context-window", "9"]);
+    let err = String::from_utf8_lossy(&too_wide.stderr);
+    assert!(!too_wide.status.success() && err.contains("--context-window 9") && err.contains("block_size, 8"), "{err}");
+
     let words: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(run.join("vocab.json")).unwrap()).unwrap();
     let first = words["symbols"][0].as_str().unwrap().to_string();

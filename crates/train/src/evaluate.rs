@@ -5,6 +5,11 @@
 //! takes one step on it, `θ_l ← θ_l − η∇ℓ(θ_l) + λ(θ_g − θ_l)`, where `θ_g` are the trained
 //! weights (`η` = `eval.dynamic_lr`, `λ` = `eval.dynamic_decay`). The static score with the
 //! same segments is reported beside it, so the gain is measured like with like.
+//!
+//! The static score can give each token more context than non-overlapping blocks do: a
+//! context window of `c` tokens ([`crate::lm_eval::windows`]) scores every token after the
+//! first block from at least `c` tokens before it, at the cost of `block / (block − c + 1)`
+//! times the forward passes.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -18,7 +23,7 @@ use burn::tensor::{ElementConversion, Int, Tensor, TensorData, TensorPrimitive};
 
 use crate::data::lm_dataset::{load_lm as load_dataset, read_text, text_counts, DataError};
 use crate::error::TrainError;
-use crate::lm_eval::{score, Scored};
+use crate::lm_eval::{score, windows, Scored};
 use crate::objective::cross_entropy;
 use crate::trained::load_lm;
 
@@ -34,21 +39,32 @@ pub enum Split {
 pub struct EvalReport {
     pub split: String,
     pub report: PerplexityReport,
+    /// The static score's context window (0: non-overlapping blocks).
+    pub context_window: usize,
     /// Dynamic evaluation: the static score over the same segments, then the dynamic one.
     pub dynamic: Option<(PerplexityReport, PerplexityReport)>,
 }
 
-/// Evaluates the run in `run` on a split of its dataset, or on `data_file`.
+/// Evaluates the run in `run` on a split of its dataset, or on `data_file`; the static score
+/// with a context window of `context_window` tokens (0: non-overlapping blocks; at most the
+/// model's `block_size`).
 pub fn eval_lm<B: AutodiffBackend>(
     run: &Path,
     data_dir: &Path,
     split: Split,
     data_file: Option<&Path>,
     dynamic: bool,
+    context_window: usize,
     device: &B::Device,
 ) -> Result<EvalReport, TrainError> {
     let trained = load_lm::<B>(run, device)?;
     let config = &trained.config;
+    let block = config.model.block_size;
+    if context_window > block {
+        return Err(TrainError::Usage(format!(
+            "--context-window {context_window}: at most the run's model.block_size, {block} (the tokens a window holds)"
+        )));
+    }
     let (stream, counts, min_context, name) = match data_file {
         Some(path) => {
             let text = read_text(path)?;
@@ -79,13 +95,21 @@ pub fn eval_lm<B: AutodiffBackend>(
             (ids, counts, data.min_context, name.to_string())
         }
     };
-    let block = config.model.block_size;
     let inner = trained.model.valid();
-    let scored = score(&inner, &stream, block, config.eval.batch_size, min_context, 0, device);
+    let scored = score(
+        &inner,
+        &stream,
+        &windows(stream.len(), block, context_window),
+        config.eval.batch_size,
+        min_context,
+        0,
+        device,
+    );
     let report = |s: Scored| perplexities(s, counts, stream.len());
     let dynamic = dynamic.then(|| {
         let segment = config.eval.dynamic_segment.min(block);
-        let same_segments = score(&inner, &stream, segment, config.eval.batch_size, min_context, 0, device);
+        let segments = windows(stream.len(), segment, 0);
+        let same_segments = score(&inner, &stream, &segments, config.eval.batch_size, min_context, 0, device);
         let adapted = dynamic_score(
             trained.model.clone(),
             &stream,
@@ -97,7 +121,7 @@ pub fn eval_lm<B: AutodiffBackend>(
         );
         (report(same_segments), report(adapted))
     });
-    Ok(EvalReport { split: name, report: report(scored), dynamic })
+    Ok(EvalReport { split: name, report: report(scored), context_window, dynamic })
 }
 
 /// Perplexities from scored statistics; word and character counts are those of the text,

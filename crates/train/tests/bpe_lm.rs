@@ -76,7 +76,7 @@ fn a_bpe_language_model_keeps_its_tokenizer_and_eval_reports_bits_per_byte() {
     assert_eq!(codec.decode(&ids), valid, "byte-level BPE is lossless");
     assert!(ids.len() * 2 < valid.len(), "the learned merges shorten the text");
 
-    let report = eval_lm::<B>(&run, dir.path(), Split::Valid, None, false, &Default::default()).unwrap().report;
+    let report = eval_lm::<B>(&run, dir.path(), Split::Valid, None, false, 0, &Default::default()).unwrap().report;
     // Every token but the first is scored; bits per byte is the total NLL over the bytes.
     assert_eq!(report.tokens as usize, ids.len() - 1);
     let bytes = valid.len() as f64 * report.tokens as f64 / ids.len() as f64;

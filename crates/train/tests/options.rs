@@ -104,7 +104,8 @@ fn dynamic_evaluation_beats_static_on_a_text_that_repeats() {
     let phrase: Vec<&str> = (0..12).map(|_| next()).collect();
     let repeated = dir.path().join("repeats.txt");
     std::fs::write(&repeated, vec![phrase.join(" "); 30].join(" ")).unwrap();
-    let report = eval_lm::<B>(&run_dir, dir.path(), Split::Valid, Some(&repeated), true, &Default::default()).unwrap();
+    let report =
+        eval_lm::<B>(&run_dir, dir.path(), Split::Valid, Some(&repeated), true, 0, &Default::default()).unwrap();
     let (fixed, adapted) = report.dynamic.unwrap();
     assert!(
         adapted.nats_per_token < fixed.nats_per_token - 0.1,

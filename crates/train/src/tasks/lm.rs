@@ -19,7 +19,7 @@ use crate::data::lm_batches::{random_batch, sequential_batch, LmBatch};
 use crate::data::lm_dataset::{load_lm_with, LmData};
 use crate::error::TrainError;
 use crate::fit::fit;
-use crate::lm_eval::{score, Scored};
+use crate::lm_eval::{score, windows, Scored};
 use crate::objective::{cross_entropy, Losses};
 use crate::run::{Observer, RunOptions, Summary};
 use crate::task::{Inner, Shard, Task, Validation};
@@ -166,8 +166,8 @@ impl<B: AutodiffBackend> Task<B> for LmTask<'_> {
 
     fn validate(&self, model: &Inner<B, Self>, device: &B::Device) -> Result<LmValid, TrainError> {
         let (c, d) = (self.config, &self.data);
-        let scored =
-            score(model, &d.valid, c.model.block_size, c.eval.batch_size, d.min_context, c.train.eval_batches, device);
+        let windows = windows(d.valid.len(), c.model.block_size, 0);
+        let scored = score(model, &d.valid, &windows, c.eval.batch_size, d.min_context, c.train.eval_batches, device);
         Ok(LmValid { scored, entropy_rate: d.entropy_rate })
     }
 
