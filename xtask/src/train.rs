@@ -212,6 +212,12 @@ fn print_lm(v: &LmValid, sample: Option<&str>) {
             100.0 * (loss - h) / h
         );
     }
+    if let Some(h) = v.source_loss {
+        println!(
+            "source's loss  {h:.4} nats/token on this split (a perfect model's score here): the model is {:.1}% above it",
+            100.0 * (loss - h) / h
+        );
+    }
     if let Some(sample) = sample {
         println!("sample         {}", sample.replace('\n', " / "));
     }

@@ -40,7 +40,10 @@ fn train_then_eval_and_generate_follow_the_command_line_contract() {
     let out = train(&run, &[]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(stdout.contains("entropy rate") && stdout.contains("valid ppl"), "{stdout}");
+    assert!(
+        stdout.contains("entropy rate") && stdout.contains("source's loss") && stdout.contains("valid ppl"),
+        "{stdout}"
+    );
 
     let eval = xtask(&["eval", "--run", run.to_str().unwrap(), "--split", "test", "--dynamic"]);
     assert!(eval.status.success(), "{}", String::from_utf8_lossy(&eval.stderr));

@@ -21,6 +21,9 @@ pub struct LmData {
     pub codec: LmCodec,
     /// Generated data: the source's entropy rate (nats per token), the floor of the loss.
     pub entropy_rate: Option<f64>,
+    /// Generated data: the source's own loss on the validation split (nats per token), what a
+    /// perfect model scores on this sample; its distance from `entropy_rate` is sampling noise.
+    pub source_valid_loss: Option<f64>,
     /// Generated data: positions with fewer tokens of context than this are left out of the
     /// validation loss (the source's order), so it compares with the entropy rate.
     pub min_context: usize,
@@ -175,6 +178,7 @@ fn generated(config: &DataConfig) -> LmData {
     let counts = [count(&data.splits.train), count(&data.splits.valid), count(&data.splits.test)];
     LmData {
         entropy_rate: Some(data.source.entropy_rate()),
+        source_valid_loss: data.source.log_loss(&data.splits.valid),
         min_context: spec.order,
         train: data.splits.train,
         valid: data.splits.valid,
@@ -252,6 +256,7 @@ fn from_texts_with(
         test,
         codec,
         entropy_rate: None,
+        source_valid_loss: None,
         min_context: 0,
         counts: [0, 1, 2].map(|i| text_counts(&texts[i], config.tokenizer)),
         has_test: true,

@@ -118,6 +118,23 @@ impl MarkovSource {
             .sum()
     }
 
+    /// The source's own cross-entropy on `ids`, in nats per word: the mean of `−log p(w | s)`
+    /// over every word with `order` words before it (none for a shorter stream). A perfect
+    /// model scores this on the sample; it differs from the entropy rate by sampling noise only.
+    pub fn log_loss(&self, ids: &[u32]) -> Option<f64> {
+        let (v, order) = (self.spec.vocab, self.spec.order);
+        if ids.len() <= order {
+            return None;
+        }
+        let mut s = ids[..order].iter().fold(0, |s, &w| self.next_state(s, w as usize));
+        let mut nll = 0.0;
+        for &w in &ids[order..] {
+            nll -= self.probs[s * v + w as usize].ln();
+            s = self.next_state(s, w as usize);
+        }
+        Some(nll / (ids.len() - order) as f64)
+    }
+
     /// `n` words (as ids) drawn from the source, after a burn-in of 1,000 words.
     pub fn sample(&self, n: usize, rng: &mut Rng) -> Vec<u32> {
         let v = self.spec.vocab;
@@ -178,6 +195,17 @@ mod tests {
         }
         let rate = nll / (ids.len() - 2) as f64;
         assert!((rate - src.entropy_rate()).abs() < 0.01, "{rate} vs {}", src.entropy_rate());
+        assert!((src.log_loss(&ids).unwrap() - rate).abs() < 1e-12);
+    }
+
+    #[test]
+    fn log_loss_scores_each_word_from_the_order_words_before_it() {
+        // Order 1 over 6 words: the loss of [a, b, c] is the mean of −log p(b|a), −log p(c|b).
+        let src = MarkovSource::new(spec(1), 2);
+        let p = |s: usize, w: usize| src.probs[s * 6 + w];
+        let want = -(p(3, 1).ln() + p(1, 4).ln()) / 2.0;
+        assert!((src.log_loss(&[3, 1, 4]).unwrap() - want).abs() < 1e-12);
+        assert_eq!(src.log_loss(&[3]), None);
     }
 
     #[test]

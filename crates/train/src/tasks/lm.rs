@@ -25,11 +25,14 @@ use crate::run::{Observer, RunOptions, Summary};
 use crate::task::{Inner, Shard, Task, Validation};
 
 /// The validation of a language model: its scored stream, beside the source's entropy rate
-/// where the data is generated.
+/// and the source's own loss on the same split where the data is generated.
 #[derive(Clone, Debug)]
 pub struct LmValid {
     pub scored: Scored,
     pub entropy_rate: Option<f64>,
+    /// The source's loss on the whole validation split (absent when `train.eval_batches`
+    /// scores only part of it): the floor for this sample, free of its sampling noise.
+    pub source_loss: Option<f64>,
 }
 
 impl LmValid {
@@ -47,7 +50,9 @@ impl Validation for LmValid {
         Map::new()
     }
     fn summary_fields(&self) -> Map<String, Value> {
-        self.entropy_rate.map(|h| ("entropy_rate".to_string(), json!(h))).into_iter().collect()
+        let rate = self.entropy_rate.map(|h| ("entropy_rate".to_string(), json!(h)));
+        let source = self.source_loss.map(|h| ("source_valid_loss".to_string(), json!(h)));
+        rate.into_iter().chain(source).collect()
     }
     fn headline(&self) -> Option<String> {
         None
@@ -168,7 +173,8 @@ impl<B: AutodiffBackend> Task<B> for LmTask<'_> {
         let (c, d) = (self.config, &self.data);
         let windows = windows(d.valid.len(), c.model.block_size, 0);
         let scored = score(model, &d.valid, &windows, c.eval.batch_size, d.min_context, c.train.eval_batches, device);
-        Ok(LmValid { scored, entropy_rate: d.entropy_rate })
+        let source_loss = d.source_valid_loss.filter(|_| c.train.eval_batches == 0);
+        Ok(LmValid { scored, entropy_rate: d.entropy_rate, source_loss })
     }
 
     fn cheap_validation(&self) -> bool {
