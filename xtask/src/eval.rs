@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use attend_metrics::PerplexityReport;
 use attend_model::Arch;
 use attend_train::config::RunConfig;
-use attend_train::evaluate::{eval_lm, Split};
+use attend_train::evaluate::{eval_lm, SourceScores, Split};
 use attend_train::mlm_eval::eval_mlm;
 use attend_train::mt_eval::eval_mt;
 use attend_train::translate::TranslateOptions;
@@ -97,6 +97,11 @@ fn eval_on<B: AutodiffBackend>(args: &EvalArgs, device: &B::Device) -> Result<()
     print_lines(&format!("{} ({how})", report.split), &report.report);
     let mut out = json_of(&report.report);
     out["context_window"] = json!(report.context_window);
+    if let Some(source) = report.source {
+        print_source(&source, report.report.nats_per_token);
+        out["entropy_rate"] = json!(source.entropy_rate);
+        out["source_loss"] = json!(source.loss);
+    }
     if let Some((same, dynamic)) = &report.dynamic {
         print_lines("static, same segments", same);
         print_lines("dynamic", dynamic);
@@ -187,6 +192,22 @@ fn print_lines(name: &str, r: &PerplexityReport) {
         r.bits_per_byte.map_or("-".into(), |b| format!("{b:.4}")),
         r.tokens
     );
+}
+
+/// Generated data: the source's rate and its own score on the split, beside the model's.
+fn print_source(source: &SourceScores, loss: f64) {
+    let h = source.entropy_rate;
+    println!(
+        "entropy rate: {h:.4} nats/token (the source's; ppl {:.3}): the model is {:.1}% above it",
+        h.exp(),
+        100.0 * (loss - h) / h
+    );
+    if let Some(h) = source.loss {
+        println!(
+            "source's loss: {h:.4} nats/token on this split (a perfect model's score here): the model is {:.1}% above it",
+            100.0 * (loss - h) / h
+        );
+    }
 }
 
 fn json_of(r: &PerplexityReport) -> serde_json::Value {

@@ -49,9 +49,12 @@ fn train_then_eval_and_generate_follow_the_command_line_contract() {
     assert!(eval.status.success(), "{}", String::from_utf8_lossy(&eval.stderr));
     let text = String::from_utf8(eval.stdout).unwrap();
     let last: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
-    for key in ["loss", "ppl", "ppl_word", "bpc", "bits_per_byte", "dynamic_ppl"] {
+    for key in ["loss", "ppl", "ppl_word", "bpc", "bits_per_byte", "dynamic_ppl", "entropy_rate", "source_loss"] {
         assert!(last[key].as_f64().is_some_and(f64::is_finite), "{key} in {last}");
     }
+    // Generated data: the source's own score on the test split, which six steps cannot reach.
+    assert!(text.contains("source's loss: "), "{text}");
+    assert!(last["source_loss"].as_f64() < last["loss"].as_f64(), "{last}");
 
     // Every window's context within block_size = 8: the same stream, no token scored twice
     // and none left out that the blocks score.

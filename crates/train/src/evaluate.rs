@@ -43,6 +43,16 @@ pub struct EvalReport {
     pub context_window: usize,
     /// Dynamic evaluation: the static score over the same segments, then the dynamic one.
     pub dynamic: Option<(PerplexityReport, PerplexityReport)>,
+    /// Generated data (a split, not `--data`): the source's entropy rate and its own loss on
+    /// the split, in nats per token; the floor of the score and a perfect model's score here.
+    pub source: Option<SourceScores>,
+}
+
+/// What the generating source itself scores, beside a model's evaluation.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SourceScores {
+    pub entropy_rate: f64,
+    pub loss: Option<f64>,
 }
 
 /// Evaluates the run in `run` on a split of its dataset, or on `data_file`; the static score
@@ -65,7 +75,7 @@ pub fn eval_lm<B: AutodiffBackend>(
             "--context-window {context_window}: at most the run's model.block_size, {block} (the tokens a window holds)"
         )));
     }
-    let (stream, counts, min_context, name) = match data_file {
+    let (stream, counts, min_context, name, source) = match data_file {
         Some(path) => {
             let text = read_text(path)?;
             let ids = trained.codec.encode(&text).map_err(|symbol| DataError::UnknownSymbol {
@@ -81,18 +91,19 @@ pub fn eval_lm<B: AutodiffBackend>(
                     needs: "scoring: at least 2 are needed".into(),
                 });
             }
-            (ids, text_counts(&text, config.data.tokenizer), 0, path.display().to_string())
+            (ids, text_counts(&text, config.data.tokenizer), 0, path.display().to_string(), None)
         }
         None => {
             let data = load_dataset(&config.data, data_dir)?;
             if split == Split::Test && !data.has_test {
                 return Err(DataError::NoTest(config.data.dataset.clone()).into());
             }
-            let (ids, counts, name) = match split {
-                Split::Valid => (data.valid, data.counts[1], "valid"),
-                Split::Test => (data.test, data.counts[2], "test"),
+            let (ids, counts, name, loss) = match split {
+                Split::Valid => (data.valid, data.counts[1], "valid", data.source_valid_loss),
+                Split::Test => (data.test, data.counts[2], "test", data.source_test_loss),
             };
-            (ids, counts, data.min_context, name.to_string())
+            let source = data.entropy_rate.map(|entropy_rate| SourceScores { entropy_rate, loss });
+            (ids, counts, data.min_context, name.to_string(), source)
         }
     };
     let inner = trained.model.valid();
@@ -121,7 +132,7 @@ pub fn eval_lm<B: AutodiffBackend>(
         );
         (report(same_segments), report(adapted))
     });
-    Ok(EvalReport { split: name, report: report(scored), context_window, dynamic })
+    Ok(EvalReport { split: name, report: report(scored), context_window, dynamic, source })
 }
 
 /// Perplexities from scored statistics; word and character counts are those of the text,

@@ -24,6 +24,8 @@ pub struct LmData {
     /// Generated data: the source's own loss on the validation split (nats per token), what a
     /// perfect model scores on this sample; its distance from `entropy_rate` is sampling noise.
     pub source_valid_loss: Option<f64>,
+    /// Generated data: the same on the test split.
+    pub source_test_loss: Option<f64>,
     /// Generated data: positions with fewer tokens of context than this are left out of the
     /// validation loss (the source's order), so it compares with the entropy rate.
     pub min_context: usize,
@@ -179,6 +181,7 @@ fn generated(config: &DataConfig) -> LmData {
     LmData {
         entropy_rate: Some(data.source.entropy_rate()),
         source_valid_loss: data.source.log_loss(&data.splits.valid),
+        source_test_loss: data.source.log_loss(&data.splits.test),
         min_context: spec.order,
         train: data.splits.train,
         valid: data.splits.valid,
@@ -257,6 +260,7 @@ fn from_texts_with(
         codec,
         entropy_rate: None,
         source_valid_loss: None,
+        source_test_loss: None,
         min_context: 0,
         counts: [0, 1, 2].map(|i| text_counts(&texts[i], config.tokenizer)),
         has_test: true,
