@@ -1,0 +1,125 @@
+//! A language model's loss by position in its window, the same targets scored at each position.
+//!
+//! ```text
+//! cargo run --release -p attend-train --example position_loss -- \
+//!     RUN DATA_DIR valid|test|train TARGETS P1,P2,...
+//! ```
+//!
+//! `TARGETS` target tokens are drawn from the split (a fixed seed); each is scored at every
+//! position `p` asked, as the last token of a window of `p + 1` tokens, so from exactly `p + 1`
+//! tokens of context. The same targets at every position make the differences between
+//! positions paired: the standard errors of the differences are far smaller than those of the
+//! losses. Errors are over groups of 64 targets. With learned positions, each position's
+//! embedding is printed beside its loss: its norm and its cosine with the position before it.
+//! `eval --context-window N` scores every token
+//! at positions `N − 1` and later; this says what each of those positions is worth
+//! (docs/benchmarks.md, "Penn Treebank", "Each position's loss").
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use attend_model::DecoderOnly;
+use attend_train::data::lm_dataset::load_lm as load_dataset;
+use attend_train::lm_eval::{score, Window};
+use attend_train::rng::Rng;
+use attend_train::trained::load_lm;
+use burn::module::AutodiffModule;
+
+type B = burn::backend::Autodiff<burn_ndarray::NdArray<f32>>;
+
+const USAGE: &str =
+    "usage: position_loss RUN DATA_DIR valid|test|train TARGETS P1,P2,... (positions below the run's block_size)";
+const GROUP: usize = 64;
+
+fn main() -> ExitCode {
+    match run(&std::env::args().skip(1).collect::<Vec<_>>()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("position_loss: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: &[String]) -> Result<(), String> {
+    let [run, data_dir, split, targets, positions] = args else {
+        return Err(USAGE.into());
+    };
+    let k: usize = targets.parse().map_err(|_| format!("TARGETS {targets:?}: expected a count of tokens; {USAGE}"))?;
+    let positions: Vec<usize> = positions
+        .split(',')
+        .map(|p| p.parse().map_err(|_| format!("position {p:?}: expected a number; {USAGE}")))
+        .collect::<Result<_, _>>()?;
+    let device = Default::default();
+    let trained = load_lm::<B>(Path::new(run), &device).map_err(|e| format!("{run}: {e}"))?;
+    let block = trained.config.model.block_size;
+    if let Some(p) = positions.iter().find(|&&p| p >= block) {
+        return Err(format!("position {p}: the run's block_size is {block}, so positions are 0..{}", block - 1));
+    }
+    let data = load_dataset(&trained.config.data, Path::new(data_dir)).map_err(|e| e.to_string())?;
+    let stream = match split.as_str() {
+        "train" => data.train,
+        "valid" => data.valid,
+        "test" => data.test,
+        other => return Err(format!("split {other:?}: expected valid, test or train")),
+    };
+    if stream.len() <= block || k < 2 * GROUP {
+        return Err(format!(
+            "{split} has {} tokens and TARGETS is {k}: needs more than {block} and TARGETS ≥ {}",
+            stream.len(),
+            2 * GROUP
+        ));
+    }
+    let model = trained.model.valid();
+    let embedding = learned_positions(&model);
+    // Targets with a full block before them, so every position has its whole context.
+    let mut rng = Rng::derive(7, "position-loss", 0);
+    let targets: Vec<usize> = (0..k).map(|_| block + rng.below((stream.len() - block) as u64) as usize).collect();
+
+    // Mean loss of each group of targets, at each position.
+    let mut by_position: Vec<Vec<f64>> = Vec::new();
+    for &p in &positions {
+        let len = p + 1;
+        let groups: Vec<f64> = targets
+            .chunks(GROUP)
+            .map(|group| {
+                let windows: Vec<Window> =
+                    group.iter().map(|&t| Window { start: t - len, len, skip: len - 1 }).collect();
+                score(&model, &stream, &windows, GROUP, 0, 0, &device).loss()
+            })
+            .collect();
+        let mean = groups.iter().sum::<f64>() / groups.len() as f64;
+        let shape = embedding.as_ref().map_or(String::new(), |rows| {
+            let cosine = p.checked_sub(1).map_or("-".into(), |q| format!("{:.3}", cosine(&rows[p], &rows[q])));
+            format!("; embedding norm {:.4}, cosine with the one before {cosine}", norm(&rows[p]))
+        });
+        println!("position {p:3} (context {len:3}): loss {mean:.5}, ppl {:.3}{shape}", mean.exp());
+        by_position.push(groups);
+    }
+    let (last, reference) = (by_position.len() - 1, positions[positions.len() - 1]);
+    for (groups, p) in by_position.iter().zip(&positions).take(last) {
+        let d: Vec<f64> = groups.iter().zip(&by_position[last]).map(|(a, b)| a - b).collect();
+        let n = d.len() as f64;
+        let mean = d.iter().sum::<f64>() / n;
+        let var = d.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+        println!("position {p:3} − position {reference}: {mean:+.5} ± {:.5} nats (standard error)", (var / n).sqrt());
+    }
+    Ok(())
+}
+
+/// The rows of a GPT model's learned position embedding; `None` for other positions or models.
+fn learned_positions(model: &DecoderOnly<burn_ndarray::NdArray<f32>>) -> Option<Vec<Vec<f32>>> {
+    let DecoderOnly::Gpt(lm) = model else { return None };
+    let table = lm.positions.learned.as_ref()?.val();
+    let [_, d] = table.dims();
+    let values = table.into_data().to_vec::<f32>().ok()?;
+    Some(values.chunks(d).map(<[f32]>::to_vec).collect())
+}
+
+fn norm(v: &[f32]) -> f64 {
+    v.iter().map(|&x| f64::from(x) * f64::from(x)).sum::<f64>().sqrt()
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    a.iter().zip(b).map(|(&x, &y)| f64::from(x) * f64::from(y)).sum::<f64>() / (norm(a) * norm(b))
+}
