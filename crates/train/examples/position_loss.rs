@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo run --release -p attend-train --example position_loss -- \
-//!     RUN DATA_DIR valid|test|train TARGETS P1,P2,...
+//!     RUN DATA_DIR valid|test|train TARGETS P1,P2,... [TO=FROM]
 //! ```
 //!
 //! `TARGETS` target tokens are drawn from the split (a fixed seed); each is scored at every
@@ -10,7 +10,9 @@
 //! tokens of context. The same targets at every position make the differences between
 //! positions paired: the standard errors of the differences are far smaller than those of the
 //! losses. Errors are over groups of 64 targets. With learned positions, each position's
-//! embedding is printed beside its loss: its norm and its cosine with the position before it.
+//! embedding is printed beside its loss: its norm and its cosine with the position before it;
+//! `TO=FROM` (e.g. `63=62`) first overwrites the embedding of position `TO` with that of `FROM`,
+//! a probe of how much a position's loss owes to its own row of the table.
 //! `eval --context-window N` scores every token
 //! at positions `N − 1` and later; this says what each of those positions is worth
 //! (docs/benchmarks.md, "Penn Treebank", "Each position's loss").
@@ -23,12 +25,12 @@ use attend_train::data::lm_dataset::load_lm as load_dataset;
 use attend_train::lm_eval::{score, Window};
 use attend_train::rng::Rng;
 use attend_train::trained::load_lm;
-use burn::module::AutodiffModule;
+use burn::module::{AutodiffModule, Param};
 
 type B = burn::backend::Autodiff<burn_ndarray::NdArray<f32>>;
 
 const USAGE: &str =
-    "usage: position_loss RUN DATA_DIR valid|test|train TARGETS P1,P2,... (positions below the run's block_size)";
+    "usage: position_loss RUN DATA_DIR valid|test|train TARGETS P1,P2,... [TO=FROM] (positions below the run's block_size)";
 const GROUP: usize = 64;
 
 fn main() -> ExitCode {
@@ -42,8 +44,10 @@ fn main() -> ExitCode {
 }
 
 fn run(args: &[String]) -> Result<(), String> {
-    let [run, data_dir, split, targets, positions] = args else {
-        return Err(USAGE.into());
+    let (run, data_dir, split, targets, positions, copy) = match args {
+        [run, data_dir, split, targets, positions] => (run, data_dir, split, targets, positions, None),
+        [run, data_dir, split, targets, positions, copy] => (run, data_dir, split, targets, positions, Some(copy)),
+        _ => return Err(USAGE.into()),
     };
     let k: usize = targets.parse().map_err(|_| format!("TARGETS {targets:?}: expected a count of tokens; {USAGE}"))?;
     let positions: Vec<usize> = positions
@@ -70,7 +74,12 @@ fn run(args: &[String]) -> Result<(), String> {
             2 * GROUP
         ));
     }
-    let model = trained.model.valid();
+    let mut model = trained.model.valid();
+    if let Some(copy) = copy {
+        let pair = copy.split_once('=').and_then(|(to, from)| Some((to.parse().ok()?, from.parse().ok()?)));
+        let (to, from) = pair.ok_or_else(|| format!("{copy:?}: expected TO=FROM, two positions; {USAGE}"))?;
+        copy_position_row(&mut model, to, from)?;
+    }
     let embedding = learned_positions(&model);
     // Targets with a full block before them, so every position has its whole context.
     let mut rng = Rng::derive(7, "position-loss", 0);
@@ -103,6 +112,29 @@ fn run(args: &[String]) -> Result<(), String> {
         let mean = d.iter().sum::<f64>() / n;
         let var = d.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
         println!("position {p:3} − position {reference}: {mean:+.5} ± {:.5} nats (standard error)", (var / n).sqrt());
+    }
+    Ok(())
+}
+
+/// Overwrites row `to` of a GPT model's learned position table with row `from`.
+fn copy_position_row(
+    model: &mut DecoderOnly<burn_ndarray::NdArray<f32>>,
+    to: usize,
+    from: usize,
+) -> Result<(), String> {
+    let table = match model {
+        DecoderOnly::Gpt(lm) => lm.positions.learned.take(),
+        DecoderOnly::Notes(_) => None,
+    };
+    let table = table.ok_or("TO=FROM: the run has no learned position table")?.val();
+    let [rows, d] = table.dims();
+    if to.max(from) >= rows {
+        return Err(format!("TO=FROM: positions are 0..{}", rows - 1));
+    }
+    let row = table.clone().slice([from..from + 1, 0..d]);
+    let table = table.slice_assign([to..to + 1, 0..d], row);
+    if let DecoderOnly::Gpt(lm) = model {
+        lm.positions.learned = Some(Param::from_tensor(table));
     }
     Ok(())
 }
