@@ -5,11 +5,12 @@
 //!     RUN DATA_DIR valid|test|train TARGETS P1,P2,... [TO=FROM]
 //! ```
 //!
-//! `TARGETS` target tokens are drawn from the split (a fixed seed); each is scored at every
-//! position `p` asked, as the last token of a window of `p + 1` tokens, so from exactly `p + 1`
-//! tokens of context. The same targets at every position make the differences between
-//! positions paired: the standard errors of the differences are far smaller than those of the
-//! losses. Errors are over groups of 64 targets. With learned positions, each position's
+//! `TARGETS` target tokens (a multiple of 64) are drawn from the split (a fixed seed); each is
+//! predicted at every position `p` asked, at the last position of a window of the `p + 1` tokens
+//! before it, so from exactly `p + 1` tokens of context. The same targets at every position
+//! make the differences between positions paired: the standard errors of the differences are
+//! far smaller than those of the losses. Differences are to the last position listed; errors
+//! are over groups of 64 targets. With learned positions, each position's
 //! embedding is printed beside its loss: its norm and its cosine with the position before it;
 //! `TO=FROM` (e.g. `63=62`) first overwrites the embedding of position `TO` with that of `FROM`,
 //! a probe of how much a position's loss owes to its own row of the table.
@@ -50,6 +51,9 @@ fn run(args: &[String]) -> Result<(), String> {
         _ => return Err(USAGE.into()),
     };
     let k: usize = targets.parse().map_err(|_| format!("TARGETS {targets:?}: expected a count of tokens; {USAGE}"))?;
+    if !k.is_multiple_of(GROUP) || k < 2 * GROUP {
+        return Err(format!("TARGETS {k}: expected a multiple of {GROUP}, at least {}", 2 * GROUP));
+    }
     let positions: Vec<usize> = positions
         .split(',')
         .map(|p| p.parse().map_err(|_| format!("position {p:?}: expected a number; {USAGE}")))
@@ -64,14 +68,14 @@ fn run(args: &[String]) -> Result<(), String> {
     let stream = match split.as_str() {
         "train" => data.train,
         "valid" => data.valid,
-        "test" => data.test,
+        "test" if data.has_test => data.test,
+        "test" => return Err(format!("split test: dataset {} has no test split", trained.config.data.dataset)),
         other => return Err(format!("split {other:?}: expected valid, test or train")),
     };
-    if stream.len() <= block || k < 2 * GROUP {
+    if stream.len() <= block || k > stream.len() {
         return Err(format!(
-            "{split} has {} tokens and TARGETS is {k}: needs more than {block} and TARGETS ≥ {}",
-            stream.len(),
-            2 * GROUP
+            "{split} has {} tokens: needs more than block_size ({block}), and at least TARGETS ({k})",
+            stream.len()
         ));
     }
     let mut model = trained.model.valid();
@@ -116,33 +120,33 @@ fn run(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-/// Overwrites row `to` of a GPT model's learned position table with row `from`.
+/// Overwrites row `to` of a model's learned position table with row `from`.
 fn copy_position_row(
     model: &mut DecoderOnly<burn_ndarray::NdArray<f32>>,
     to: usize,
     from: usize,
 ) -> Result<(), String> {
-    let table = match model {
-        DecoderOnly::Gpt(lm) => lm.positions.learned.take(),
-        DecoderOnly::Notes(_) => None,
+    let learned = match model {
+        DecoderOnly::Gpt(lm) => &mut lm.positions.learned,
+        DecoderOnly::Notes(notes) => &mut notes.positions.learned,
     };
-    let table = table.ok_or("TO=FROM: the run has no learned position table")?.val();
+    let table = learned.as_ref().ok_or("TO=FROM: the run has no learned position table")?.val();
     let [rows, d] = table.dims();
     if to.max(from) >= rows {
         return Err(format!("TO=FROM: positions are 0..{}", rows - 1));
     }
     let row = table.clone().slice([from..from + 1, 0..d]);
-    let table = table.slice_assign([to..to + 1, 0..d], row);
-    if let DecoderOnly::Gpt(lm) = model {
-        lm.positions.learned = Some(Param::from_tensor(table));
-    }
+    *learned = Some(Param::from_tensor(table.slice_assign([to..to + 1, 0..d], row)));
     Ok(())
 }
 
-/// The rows of a GPT model's learned position embedding; `None` for other positions or models.
+/// The rows of a model's learned position embedding; `None` for fixed positions.
 fn learned_positions(model: &DecoderOnly<burn_ndarray::NdArray<f32>>) -> Option<Vec<Vec<f32>>> {
-    let DecoderOnly::Gpt(lm) = model else { return None };
-    let table = lm.positions.learned.as_ref()?.val();
+    let positions = match model {
+        DecoderOnly::Gpt(lm) => &lm.positions,
+        DecoderOnly::Notes(notes) => &notes.positions,
+    };
+    let table = positions.learned.as_ref()?.val();
     let [_, d] = table.dims();
     let values = table.into_data().to_vec::<f32>().ok()?;
     Some(values.chunks(d).map(<[f32]>::to_vec).collect())
