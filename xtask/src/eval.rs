@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use attend_metrics::PerplexityReport;
 use attend_model::Arch;
 use attend_train::config::RunConfig;
-use attend_train::evaluate::{eval_lm, SourceScores, Split};
+use attend_train::evaluate::{eval_lm, Split};
 use attend_train::mlm_eval::eval_mlm;
 use attend_train::mt_eval::eval_mt;
 use attend_train::translate::TranslateOptions;
@@ -98,7 +98,9 @@ fn eval_on<B: AutodiffBackend>(args: &EvalArgs, device: &B::Device) -> Result<()
     let mut out = json_of(&report.report);
     out["context_window"] = json!(report.context_window);
     if let Some(source) = report.source {
-        print_source(&source, report.report.nats_per_token);
+        print_source(Some(source.entropy_rate), source.loss, report.report.nats_per_token, |label| {
+            format!("{label}: ")
+        });
         out["entropy_rate"] = json!(source.entropy_rate);
         out["source_loss"] = json!(source.loss);
     }
@@ -194,18 +196,24 @@ fn print_lines(name: &str, r: &PerplexityReport) {
     );
 }
 
-/// Generated data: the source's rate and its own score on the split, beside the model's.
-fn print_source(source: &SourceScores, loss: f64) {
-    let h = source.entropy_rate;
-    println!(
-        "entropy rate: {h:.4} nats/token (the source's; ppl {:.3}): the model is {:.1}% above it",
-        h.exp(),
-        100.0 * (loss - h) / h
-    );
-    if let Some(h) = source.loss {
+/// Generated data: the source's entropy rate and its own loss on the split, each beside the
+/// model's `loss`; `label` lays out each line's name (`train`'s column, `eval`'s colon).
+pub(crate) fn print_source(
+    entropy_rate: Option<f64>,
+    source_loss: Option<f64>,
+    loss: f64,
+    label: impl Fn(&str) -> String,
+) {
+    let above = |h: f64| 100.0 * (loss - h) / h;
+    if let Some(h) = entropy_rate {
+        let name = label("entropy rate");
+        println!("{name}{h:.4} nats/token (the source's; ppl {:.3}): the model is {:.1}% above it", h.exp(), above(h));
+    }
+    if let Some(h) = source_loss {
+        let name = label("source's loss");
         println!(
-            "source's loss: {h:.4} nats/token on this split (a perfect model's score here): the model is {:.1}% above it",
-            100.0 * (loss - h) / h
+            "{name}{h:.4} nats/token on this split (a perfect model's score here): the model is {:.1}% above it",
+            above(h)
         );
     }
 }

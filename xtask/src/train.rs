@@ -205,19 +205,7 @@ fn print_lm(v: &LmValid, sample: Option<&str>) {
         v.scored.tokens
     );
     println!("valid ppl      {:.3}", loss.exp());
-    if let Some(h) = v.entropy_rate {
-        println!(
-            "entropy rate   {h:.4} nats/token (the source's; ppl {:.3}): the model is {:.1}% above it",
-            h.exp(),
-            100.0 * (loss - h) / h
-        );
-    }
-    if let Some(h) = v.source_loss {
-        println!(
-            "source's loss  {h:.4} nats/token on this split (a perfect model's score here): the model is {:.1}% above it",
-            100.0 * (loss - h) / h
-        );
-    }
+    crate::eval::print_source(v.entropy_rate, v.source_loss, loss, |label| format!("{label:<15}"));
     if let Some(sample) = sample {
         println!("sample         {}", sample.replace('\n', " / "));
     }

@@ -27,8 +27,10 @@ use attend_train::lm_eval::{score, Window};
 use attend_train::rng::Rng;
 use attend_train::trained::load_lm;
 use burn::module::{AutodiffModule, Param};
+use burn::tensor::Tensor;
 
-type B = burn::backend::Autodiff<burn_ndarray::NdArray<f32>>;
+type Inner = burn_ndarray::NdArray<f32>;
+type B = burn::backend::Autodiff<Inner>;
 
 const USAGE: &str =
     "usage: position_loss RUN DATA_DIR valid|test|train TARGETS P1,P2,... [TO=FROM] (positions below the run's block_size)";
@@ -84,7 +86,7 @@ fn run(args: &[String]) -> Result<(), String> {
         let (to, from) = pair.ok_or_else(|| format!("{copy:?}: expected TO=FROM, two positions; {USAGE}"))?;
         copy_position_row(&mut model, to, from)?;
     }
-    let embedding = learned_positions(&model);
+    let embedding = learned_positions(&mut model);
     // Targets with a full block before them, so every position has its whole context.
     let mut rng = Rng::derive(7, "position-loss", 0);
     let targets: Vec<usize> = (0..k).map(|_| block + rng.below((stream.len() - block) as u64) as usize).collect();
@@ -120,16 +122,17 @@ fn run(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-/// Overwrites row `to` of a model's learned position table with row `from`.
-fn copy_position_row(
-    model: &mut DecoderOnly<burn_ndarray::NdArray<f32>>,
-    to: usize,
-    from: usize,
-) -> Result<(), String> {
-    let learned = match model {
+/// A model's learned position table (`None` inside for fixed positions).
+fn position_table(model: &mut DecoderOnly<Inner>) -> &mut Option<Param<Tensor<Inner, 2>>> {
+    match model {
         DecoderOnly::Gpt(lm) => &mut lm.positions.learned,
         DecoderOnly::Notes(notes) => &mut notes.positions.learned,
-    };
+    }
+}
+
+/// Overwrites row `to` of a model's learned position table with row `from`.
+fn copy_position_row(model: &mut DecoderOnly<Inner>, to: usize, from: usize) -> Result<(), String> {
+    let learned = position_table(model);
     let table = learned.as_ref().ok_or("TO=FROM: the run has no learned position table")?.val();
     let [rows, d] = table.dims();
     if to.max(from) >= rows {
@@ -141,12 +144,8 @@ fn copy_position_row(
 }
 
 /// The rows of a model's learned position embedding; `None` for fixed positions.
-fn learned_positions(model: &DecoderOnly<burn_ndarray::NdArray<f32>>) -> Option<Vec<Vec<f32>>> {
-    let positions = match model {
-        DecoderOnly::Gpt(lm) => &lm.positions,
-        DecoderOnly::Notes(notes) => &notes.positions,
-    };
-    let table = positions.learned.as_ref()?.val();
+fn learned_positions(model: &mut DecoderOnly<Inner>) -> Option<Vec<Vec<f32>>> {
+    let table = position_table(model).as_ref()?.val();
     let [_, d] = table.dims();
     let values = table.into_data().to_vec::<f32>().ok()?;
     Some(values.chunks(d).map(<[f32]>::to_vec).collect())
