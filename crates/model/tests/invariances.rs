@@ -349,3 +349,35 @@ fn cached_decoding_equals_full_forward_for_every_batch_with_and_without_biases()
         }
     }
 }
+
+/// Causality at the sizes a real run trains with (PTB's model: d_model 256, 4 heads of 64, a
+/// block of 64, batches of two rows): the logits of every prefix of a 64-token sequence equal the first rows of the
+/// whole sequence's logits, for prefix lengths on both sides of the CPU softmax's groups of 16
+/// (its rows are normalized over their leading keys rounded up to 16 where that fits), on the
+/// inference backend and through `Autodiff`, as training runs it. The property test above
+/// covers lengths below 9 only.
+#[test]
+fn causal_prefix_logits_equal_full_block_logits_at_ptb_sizes() {
+    fn check<B: Backend>(positions: Positions) {
+        let device = Default::default();
+        let config = ModelConfig { positions, d_ff: 1024, block_size: 64, ..small(Arch::Lm, 64, 4, 3) };
+        B::seed(&device, 11);
+        let lm = config.init_lm::<B>(37, &device);
+        // Two rows, as training batches them.
+        let ids: Vec<Vec<i64>> = (0..2).map(|r| (0..64).map(|i| ((i * (13 + r) + 5) % 37) as i64).collect()).collect();
+        let tokens = |n: usize| {
+            let prefixes: Vec<i64> = ids.iter().flat_map(|row| row[..n].iter().copied()).collect();
+            Tensor::<B, 2, Int>::from_data(TensorData::new(prefixes, [2, n]), &device)
+        };
+        let full = lm.forward(tokens(64));
+        for len in [1, 15, 16, 17, 31, 32, 33, 48, 62, 63] {
+            let prefix = lm.forward(tokens(len)).into_data();
+            let rows = full.clone().slice([0..2, 0..len]).into_data();
+            prefix.assert_approx_eq::<f32>(&rows, Tolerance::rel_abs(1e-4, 1e-4));
+        }
+    }
+    for positions in [Positions::Sinusoidal, Positions::Learned] {
+        check::<TestBackend>(positions);
+        check::<burn::backend::Autodiff<TestBackend>>(positions);
+    }
+}
