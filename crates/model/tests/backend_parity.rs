@@ -12,12 +12,13 @@
 
 use attend_model::config::{Arch, ModelConfig};
 use attend_model::mask::padding_from_lengths;
-use burn::module::{Module, ModuleVisitor, Param};
 use burn::prelude::Backend;
-use burn::record::{FullPrecisionSettings, NamedMpkBytesRecorder, Recorder};
 use burn::tensor::activation::log_softmax;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Bool, Int, Tensor, TensorData, Tolerance};
+
+mod common;
+use common::{carry, gradients};
 
 type Cpu = burn_ndarray::NdArray<f32>;
 type Gpu = burn_wgpu::Wgpu;
@@ -57,19 +58,6 @@ fn seq2seq_config() -> ModelConfig {
         block_size: 8,
         ..ModelConfig::base()
     }
-}
-
-/// `module`'s weights (from `cpu_module`) loaded into `empty`, a module of the same
-/// configuration on backend `B2`, through the checkpoint format.
-fn carry<B1: Backend, B2: Backend, M1: Module<B1>, M2: Module<B2>>(
-    cpu_module: M1,
-    empty: M2,
-    device: &B2::Device,
-) -> M2 {
-    let recorder = NamedMpkBytesRecorder::<FullPrecisionSettings>::default();
-    let bytes = Recorder::<B1>::record(&recorder, cpu_module.into_record(), ()).expect("the record serializes");
-    let record = Recorder::<B2>::load(&recorder, bytes, device).expect("the record loads");
-    empty.load_record(record)
 }
 
 fn ints<B: Backend>(ids: &[i64], shape: [usize; 2], device: &B::Device) -> Tensor<B, 2, Int> {
@@ -189,18 +177,6 @@ fn ndarray_and_wgpu_agree_on_cached_decoding_logits() {
     }
 }
 
-/// Every float parameter's gradient, in visiting order (`None` where a parameter has none).
-struct Gradients<'a, B: AutodiffBackend> {
-    grads: &'a B::Gradients,
-    out: Vec<Option<TensorData>>,
-}
-
-impl<B: AutodiffBackend> ModuleVisitor<B> for Gradients<'_, B> {
-    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
-        self.out.push(param.val().grad(self.grads).map(|g| g.into_data()));
-    }
-}
-
 /// The mean next-token cross-entropy of `lm` on `tokens` (targets: the tokens shifted by one).
 fn lm_gradients<B: AutodiffBackend>(
     lm: &attend_model::LanguageModel<B>,
@@ -210,10 +186,7 @@ fn lm_gradients<B: AutodiffBackend>(
     let targets = ints::<B>(&[4, 9, 2, 7, 3, 10, 0, 5], [2, 4], device);
     let log_probs = log_softmax(lm.forward(inputs), 2);
     let loss = log_probs.gather(2, targets.unsqueeze_dim(2)).mean().neg();
-    let grads = loss.backward();
-    let mut visitor = Gradients::<B> { grads: &grads, out: Vec::new() };
-    lm.visit(&mut visitor);
-    visitor.out
+    gradients(lm, &loss.backward())
 }
 
 #[test]

@@ -351,8 +351,9 @@ fn cached_decoding_equals_full_forward_for_every_batch_with_and_without_biases()
 }
 
 /// Causality at the sizes a real run trains with (PTB's model: d_model 256, 4 heads of 64, a
-/// block of 64, batches of two rows): the logits of every prefix of a 64-token sequence equal the first rows of the
-/// whole sequence's logits, for prefix lengths on both sides of the CPU softmax's groups of 16
+/// block of 64, batches of two rows): the logits of every prefix of a 64-token sequence equal
+/// the first rows of the whole sequence's logits, for prefix lengths on both sides of the CPU
+/// softmax's groups of 16
 /// (its rows are normalized over their leading keys rounded up to 16 where that fits), on the
 /// inference backend and through `Autodiff`, as training runs it. The property test above
 /// covers lengths below 9 only.

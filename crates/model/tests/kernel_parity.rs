@@ -9,12 +9,13 @@
 use attend_model::config::{Activation, Arch, ModelConfig, NormPosition, Positions};
 use attend_model::LanguageModel;
 use burn::backend::Autodiff;
-use burn::module::{Module, ModuleVisitor, Param};
 use burn::prelude::Backend;
-use burn::record::{FullPrecisionSettings, NamedMpkBytesRecorder, Recorder};
 use burn::tensor::activation::log_softmax;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Int, Tensor, TensorData, Tolerance};
+
+mod common;
+use common::{carry, gradients};
 
 type Kernels = Autodiff<burn_ndarray::NdArray<f32>>;
 type Composed = Autodiff<burn_ndarray::NdArray<f32, i32>>;
@@ -38,18 +39,6 @@ fn ptb_config(positions: Positions, norm: NormPosition) -> ModelConfig {
     }
 }
 
-/// Every float parameter's gradient, in visiting order.
-struct Gradients<'a, B: AutodiffBackend> {
-    grads: &'a B::Gradients,
-    out: Vec<TensorData>,
-}
-
-impl<B: AutodiffBackend> ModuleVisitor<B> for Gradients<'_, B> {
-    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
-        self.out.push(param.val().grad(self.grads).expect("every parameter gets a gradient").into_data());
-    }
-}
-
 /// The logits and every parameter's gradient of the mean next-token loss over two rows of
 /// `LEN` tokens.
 fn logits_and_gradients<B: AutodiffBackend>(lm: &LanguageModel<B>) -> (TensorData, Vec<TensorData>) {
@@ -60,18 +49,8 @@ fn logits_and_gradients<B: AutodiffBackend>(lm: &LanguageModel<B>) -> (TensorDat
     let ids = |v: Vec<i64>| Tensor::<B, 2, Int>::from_data(TensorData::new(v, [2, LEN]), &device);
     let logits = lm.forward(ids(rows(0)));
     let loss = log_softmax(logits.clone(), 2).gather(2, ids(rows(1)).unsqueeze_dim(2)).mean().neg();
-    let grads = loss.backward();
-    let mut visitor = Gradients::<B> { grads: &grads, out: Vec::new() };
-    lm.visit(&mut visitor);
-    (logits.into_data(), visitor.out)
-}
-
-/// `module`'s weights loaded into `empty`, the same configuration on backend `B2`, through
-/// the checkpoint format.
-fn carry<B1: Backend, B2: Backend>(module: LanguageModel<B1>, empty: LanguageModel<B2>) -> LanguageModel<B2> {
-    let recorder = NamedMpkBytesRecorder::<FullPrecisionSettings>::default();
-    let bytes = Recorder::<B1>::record(&recorder, module.into_record(), ()).expect("the record serializes");
-    empty.load_record(Recorder::<B2>::load(&recorder, bytes, &Default::default()).expect("the record loads"))
+    let grads = gradients(lm, &loss.backward());
+    (logits.into_data(), grads.into_iter().map(|g| g.expect("every parameter gets a gradient")).collect())
 }
 
 #[test]
@@ -86,7 +65,8 @@ fn cpu_kernels_equal_composed_form_in_lm_logits_and_gradients_at_ptb_sizes() {
         let device = Default::default();
         Kernels::seed(&device, 5);
         let fused = config.init_lm::<Kernels>(VOCAB, &device);
-        let composed = carry(fused.clone(), config.init_lm::<Composed>(VOCAB, &device));
+        let composed =
+            carry::<Kernels, Composed, _, _>(fused.clone(), config.init_lm::<Composed>(VOCAB, &device), &device);
         let (logits_fused, grads_fused) = logits_and_gradients(&fused);
         let (logits_composed, grads_composed) = logits_and_gradients(&composed);
         let what = format!("{positions:?} positions, {norm:?}-norm");
