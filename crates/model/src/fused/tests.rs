@@ -11,9 +11,11 @@ use burn_ndarray::NdArray;
 use super::*;
 
 mod activation;
+mod attention_weights;
 mod linear;
 mod norm;
 mod residual;
+#[cfg(feature = "wgpu")]
 pub(in crate::fused) use linear::linear_grads;
 pub(in crate::fused) use norm::{burns_layer_norm, layer_norm_f64, layer_norm_grads, layer_norm_inputs};
 
