@@ -201,3 +201,25 @@ fn moments(x: &[f32], epsilon: f64) -> (f32, f32) {
     let var = lanes_sum_f64(x, |v| (v as f64 - mean) * (v as f64 - mean)) / n;
     (mean as f32, (1.0 / (var + epsilon).sqrt()) as f32)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::moments;
+
+    /// `1/σ` of a row far from zero (mean about 10⁶, σ = 0.5) as the two-pass sum in f64 gives it,
+    /// to f32's precision: a one-pass form (`Σ(v + m)(v − m)`, the same in exact arithmetic)
+    /// carries the mean's rounding times `2m` into the variance, 10⁻⁴ of it here.
+    #[test]
+    fn moments_of_a_row_far_from_zero_keep_f32_precision() {
+        // 60 entries (not a power of two, so the mean 10⁶ − 1.5/60 is rounded in f64).
+        let x: Vec<f32> = (0..60).map(|i| 1.0e6 + ((i % 7) as f32 - 3.0) * 0.25).collect();
+        let n = x.len() as f64;
+        let mean = x.iter().map(|&v| v as f64).sum::<f64>() / n;
+        let var = x.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / n;
+        let (m, r) = moments(&x, 1e-5);
+        assert_eq!(m, mean as f32);
+        let expected = 1.0 / (var + 1e-5).sqrt();
+        let relative = (r as f64 - expected).abs() / expected;
+        assert!(relative < 1e-6, "1/σ = {r}, the two-pass f64 value {expected}: {relative:e} apart");
+    }
+}
