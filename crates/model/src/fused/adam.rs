@@ -45,3 +45,49 @@ pub fn composed_adam<B: Backend, const D: usize>(
     let update = m.clone().mul_scalar(factor).div(v.clone().sqrt().add_scalar(s.epsilon * c2_sqrt));
     [param - update.mul_scalar(s.lr), m, v]
 }
+
+#[cfg(test)]
+mod tests {
+    use burn::tensor::{Tensor, TensorData};
+    use burn_ndarray::NdArray;
+
+    use super::super::tests::values;
+    use super::*;
+
+    type Cpu = NdArray<f32>;
+
+    fn data(t: Tensor<Cpu, 2>) -> Vec<f32> {
+        t.into_data().to_vec::<f32>().unwrap()
+    }
+
+    /// Three Adam updates through the CPU kernel (AdamW's, with Adam's coefficients) give the
+    /// bits of the composed form, which computes Burn's `Adam` in its own operations: the
+    /// factor `√c₂/c₁`, the `ε·√c₂` and the step's subtraction each change the parameter.
+    #[test]
+    fn adam_kernel_equals_the_composed_update_bit_for_bit_over_three_steps() {
+        let device = Default::default();
+        let n = 5 * 3_001;
+        let tensor = |seed: u64, scale: f32| {
+            Tensor::<Cpu, 2>::from_data(TensorData::new(values(n, seed, scale), [n / 5, 5]), &device)
+        };
+        let (mut fused, mut reference) = ((tensor(1, 0.5), None), (tensor(1, 0.5), None));
+        for time in 1..=3 {
+            let grad = tensor(10 + time as u64, 2.0);
+            // ε large enough next to √v̂ that where it sits in the quotient shows in the bits.
+            let step = AdamWStep { lr: 3e-2 / time as f64, beta_1: 0.8, beta_2: 0.9, epsilon: 1e-2, decay: 1.0, time };
+            let calls = super::super::cpu::CALLS.with(|c| c.get());
+            let [p, m, v] = adam(fused.0, grad.clone(), fused.1, step);
+            assert!(super::super::cpu::CALLS.with(|c| c.get()) > calls, "NdArray<f32> did not run the kernel");
+            fused = (p, Some((m, v)));
+            let [p, m, v] = composed_adam(reference.0, grad, reference.1, step);
+            reference = (p, Some((m, v)));
+        }
+        let start = values(n, 1, 0.5);
+        let fused_p = data(fused.0);
+        assert!(fused_p.iter().zip(&start).all(|(a, b)| a != b), "every parameter moved");
+        assert_eq!(fused_p, data(reference.0), "parameter");
+        let (Some((m, v)), Some((m_ref, v_ref))) = (fused.1, reference.1) else { unreachable!() };
+        assert_eq!(data(m), data(m_ref), "first moment");
+        assert_eq!(data(v), data(v_ref), "second moment");
+    }
+}

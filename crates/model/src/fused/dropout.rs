@@ -104,6 +104,77 @@ mod tests {
         }
     }
 
+    /// `mix(key, pair)` is output `pair + 1` of SplitMix64 (Steele, Lea & Flood 2014; Vigna's
+    /// `splitmix64.c`) seeded with `key`: from key 0, the generator's published first four.
+    #[test]
+    fn mix_gives_splitmix64s_published_outputs_from_key_zero() {
+        let published = [0xE220_A839_7B1D_CDAF, 0x6E78_9E6A_A1B9_65F4, 0x06C4_5D18_8009_454F, 0xF88B_B8A8_724C_81EC];
+        let got: Vec<u64> = (0..4).map(|pair| mix(0, pair)).collect();
+        assert_eq!(got, published);
+    }
+
+    /// Element `i` of a mask is its doc's definition, computed here one element at a time:
+    /// the low half of `mix(key, i / 2)` for even `i`, the high half for odd, kept below
+    /// `keep·2³²`; over several parallel tasks and a last odd element.
+    #[test]
+    fn every_mask_element_is_the_draw_of_its_own_index() {
+        let (key, keep, n) = (0x0123_4567_89AB_CDEF, 0.6, 3 * CHUNK + 7);
+        let threshold = (keep * 4_294_967_296.0) as u64;
+        let mask = keep_mask(key, n, keep);
+        for (i, &m) in mask.iter().enumerate() {
+            let bits = mix(key, (i / 2) as u64);
+            let draw = if i % 2 == 0 { bits & 0xFFFF_FFFF } else { bits >> 32 };
+            let expected = if draw < threshold { (1.0 / keep) as f32 } else { 0.0 };
+            assert_eq!(m, expected, "element {i}");
+        }
+    }
+
+    /// An element is kept when its draw is strictly below `keep·2³²`: a draw equal to the
+    /// threshold is dropped, one below it kept (element 0 under key 0 draws `0x7B1DCDAF`).
+    #[test]
+    fn a_draw_equal_to_the_threshold_is_dropped() {
+        let draw = mix(0, 0) & 0xFFFF_FFFF;
+        assert_eq!(draw, 0x7B1D_CDAF);
+        let at = draw as f64 / 4_294_967_296.0;
+        assert_eq!(keep_mask(0, 1, at), vec![0.0]);
+        let above = (draw + 1) as f64 / 4_294_967_296.0;
+        assert_eq!(keep_mask(0, 1, above), vec![(1.0 / above) as f32]);
+    }
+
+    /// The key holds the backend's two 32-bit draws after a seed: the first in the high half,
+    /// the second in the low.
+    #[test]
+    fn the_key_is_the_backends_two_draws_high_half_first() {
+        let device = Default::default();
+        Cpu::seed(&device, 11);
+        let key = draw_key::<Cpu>(&device);
+        Cpu::seed(&device, 11);
+        let draws = Tensor::<Cpu, 1, Int>::random([2], Distribution::Uniform(0.0, 4_294_967_296.0), &device)
+            .into_data()
+            .convert::<i64>()
+            .into_vec::<i64>()
+            .unwrap();
+        assert_eq!((key >> 32, key & 0xFFFF_FFFF), (draws[0] as u64, draws[1] as u64));
+        assert_ne!(draws[0], draws[1]);
+    }
+
+    /// On the CPU backend a layer's mask is this module's, drawn under the key the backend's
+    /// seed gives, not Burn's `Dropout::forward` (whose masks differ).
+    #[test]
+    fn dropout_on_the_cpu_multiplies_by_the_mask_of_the_seeded_key() {
+        let device = Default::default();
+        let layer = burn::nn::DropoutConfig::new(0.3).init();
+        let values: Vec<f32> = (0..2_000).map(|i| (i % 13) as f32 + 1.0).collect();
+        Cpu::seed(&device, 5);
+        let key = draw_key::<Cpu>(&device);
+        Cpu::seed(&device, 5);
+        let x = Tensor::<Cpu, 2>::from_data(TensorData::new(values.clone(), [20, 100]), &device);
+        let y = dropout(&layer, x).into_data().to_vec::<f32>().unwrap();
+        let mask = keep_mask(key, values.len(), 1.0 - layer.prob);
+        let expected: Vec<f32> = values.iter().zip(&mask).map(|(x, m)| x * m).collect();
+        assert_eq!(y, expected);
+    }
+
     #[test]
     fn keep_mask_depends_on_the_key_and_not_on_the_chunking() {
         let n = 3 * CHUNK + 7;

@@ -225,3 +225,39 @@ pub(super) fn by_heads(values: Vec<f32>, dims: [usize; 4]) -> F {
 pub(super) fn rows(values: Vec<f32>, dims: [usize; 3]) -> F {
     NdArrayTensor::from_data(TensorData::new(values, dims))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every element of every head, read through `matrix`'s pointer and strides.
+    fn read(heads: &Heads) -> Vec<f32> {
+        let [batch, n_heads, rows, cols] = heads.dims;
+        let mut out = Vec::new();
+        for head in 0..batch * n_heads {
+            let (ptr, cs, rs) = heads.matrix(heads.base(), head, false);
+            for r in 0..rows as isize {
+                for c in 0..cols as isize {
+                    // SAFETY: (r, c) lies inside the head's matrix, which `heads` keeps alive.
+                    out.push(unsafe { *ptr.offset(r * rs + c * cs) });
+                }
+            }
+        }
+        out
+    }
+
+    /// A tensor of another float type is read through a converted row-major copy: its heads
+    /// hold the same values, at the same places, as the f32 tensor's (every stride of the copy
+    /// is used: batch, head, row, column all of different sizes).
+    #[test]
+    fn heads_of_an_f64_tensor_read_the_values_of_the_f32_one() {
+        let dims = [2, 3, 4, 5];
+        let values: Vec<f32> = (0..120).map(|i| i as f32 * 0.5 - 7.0).collect();
+        let wide: Vec<f64> = values.iter().map(|&v| v as f64).collect();
+        let f32_heads = Heads::new(NdArrayTensor::from_data(TensorData::new(values.clone(), dims)));
+        let f64_heads = Heads::new(NdArrayTensor::from_data(TensorData::new(wide, dims)));
+        assert!(matches!(f64_heads.keep, Keep::Owned(_)), "an f64 tensor is kept as a copy");
+        assert_eq!(read(&f32_heads), values, "row-major f32: every element in order");
+        assert_eq!(read(&f64_heads), values);
+    }
+}

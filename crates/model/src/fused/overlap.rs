@@ -148,7 +148,8 @@ mod tests {
     }
 
     /// Every gradient of a small network, as bits: linear maps with and without bias, one
-    /// weight used by two maps, an embedding tied to the output layer (`OutIn`), and a
+    /// weight used by three maps (whose three deferred gradients add up to the same bits only
+    /// in the order `Tensor::backward` adds them: the order the jobs were handed out), an embedding tied to the output layer (`OutIn`), and a
     /// weight computed from a parameter (not a leaf, so never deferred).
     fn gradients(overlapped: bool) -> (Vec<Vec<u32>>, usize) {
         let device = Default::default();
@@ -161,6 +162,7 @@ mod tests {
         let tokens = Tensor::<B, 2, Int>::from_data(TensorData::new(vec![1i64, 4, 7, 2, 10, 0, 3, 3], [2, 4]), &device);
         let x = embedding(table.clone(), tokens);
         let h = linear(x, w1.clone(), Some(b1.clone()), Weight::InOut).tanh();
+        let h = linear(h, shared.clone(), None, Weight::InOut).tanh();
         let h = linear(h, shared.clone(), None, Weight::InOut).tanh();
         let h = linear(h, shared.clone(), None, Weight::InOut).tanh();
         let h = linear(h, scaled.clone().mul_scalar(0.5), None, Weight::InOut);
@@ -184,15 +186,15 @@ mod tests {
 
     /// Inside `fused::backward` the CPU's linear maps leave their parameters' gradients to
     /// jobs beside the pass, and every gradient comes out with the bits of `Tensor::backward`
-    /// (which defers none), a weight used twice and a tied embedding included.
+    /// (which defers none), a weight used three times and a tied embedding included.
     #[test]
     fn deferred_weight_gradients_equal_backwards_bit_for_bit() {
         let (plain, none) = gradients(false);
         let (overlapped, deferred) = gradients(true);
         assert_eq!(none, 0, "Tensor::backward deferred a gradient");
-        // w1 (with its bias) and the shared weight twice; not the tied output layer (`OutIn`),
-        // nor the map whose weight is computed.
-        assert_eq!(deferred, 3, "the linear maps with parameters for weights defer theirs");
+        // w1 (with its bias) and the shared weight three times; not the tied output layer
+        // (`OutIn`), nor the map whose weight is computed.
+        assert_eq!(deferred, 4, "the linear maps with parameters for weights defer theirs");
         for (i, (a, b)) in plain.iter().zip(&overlapped).enumerate() {
             assert!(a.iter().any(|&v| v != 0), "gradient {i} is all zero");
             assert_eq!(a, b, "gradient {i} differs");
