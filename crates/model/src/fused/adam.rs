@@ -51,14 +51,10 @@ mod tests {
     use burn::tensor::{Tensor, TensorData};
     use burn_ndarray::NdArray;
 
-    use super::super::tests::values;
+    use super::super::tests::{data, values};
     use super::*;
 
     type Cpu = NdArray<f32>;
-
-    fn data(t: Tensor<Cpu, 2>) -> Vec<f32> {
-        t.into_data().to_vec::<f32>().unwrap()
-    }
 
     /// Three Adam updates through the CPU kernel (AdamW's, with Adam's coefficients) give the
     /// bits of the composed form, which computes Burn's `Adam` in its own operations: the

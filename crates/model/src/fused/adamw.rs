@@ -297,14 +297,10 @@ mod tests {
     use burn::tensor::{Tensor, TensorData};
     use burn_ndarray::NdArray;
 
-    use super::super::tests::values;
+    use super::super::tests::{data, values};
     use super::*;
 
     type Cpu = NdArray<f32>;
-
-    fn data(t: Tensor<Cpu, 2>) -> Vec<f32> {
-        t.into_data().to_vec::<f32>().unwrap()
-    }
 
     /// Three AdamW updates of a parameter larger than one parallel block: the kernel gives the
     /// composed form's bits exactly, with decay and exempt (`decay` = 1), from zero moments on,
