@@ -175,6 +175,43 @@ mod tests {
         }
     }
 
+    /// Through the wrapper, for both architectures: `step` feeds the model's own cache,
+    /// `cached_len` counts what it holds, and `reorder` moves its rows, so that a step after
+    /// swapping two rows gives the full forward pass's last logits of the swapped sequences.
+    #[test]
+    fn wrapper_steps_counts_and_reorders_the_cache_of_the_model_it_holds() {
+        let device = Default::default();
+        let lm = ModelConfig {
+            d_model: 16,
+            d_ff: 32,
+            n_heads: 2,
+            n_layers: 1,
+            block_size: 16,
+            ..ModelConfig::nanogpt_cpu()
+        };
+        for config in [lm, notes_config()] {
+            let model = config.init_decoder_only::<TestBackend>(9, &device).expect("decoder-only");
+            let mut cache = model.empty_cache();
+            assert_eq!(model.cached_len(&cache), 0, "{:?}", config.arch);
+            let prompt = Tensor::<TestBackend, 2, Int>::from_ints([[3, 1], [2, 4]], &device);
+            let first = model.step(prompt.clone(), &mut cache);
+            assert_eq!(model.cached_len(&cache), 2, "{:?}", config.arch);
+            let full = model.forward(prompt).slice([0..2, 1..2]).reshape([2, 9]);
+            first.into_data().assert_approx_eq::<f32>(&full.into_data(), Default::default());
+            let mut cache = model.reorder(cache, Tensor::from_ints([1, 0], &device));
+            let next = model.step(Tensor::from_ints([[5], [6]], &device), &mut cache);
+            assert_eq!(model.cached_len(&cache), 3, "{:?}", config.arch);
+            let swapped = Tensor::<TestBackend, 2, Int>::from_ints([[2, 4, 5], [3, 1, 6]], &device);
+            let full = model.forward(swapped).slice([0..2, 2..3]).reshape([2, 9]);
+            next.into_data().assert_approx_eq::<f32>(&full.into_data(), Default::default());
+            // Learned positions (both configurations): at most block_size positions; a restart
+            // begins again from nothing.
+            assert_eq!(model.max_len(), Some(16), "{:?}", config.arch);
+            let restarted = model.restart(&cache).expect("a decoder-only model restarts");
+            assert_eq!(model.cached_len(&restarted), 0, "{:?}", config.arch);
+        }
+    }
+
     #[test]
     fn seq2seq_config_builds_no_decoder_only_model() {
         let config = ModelConfig { arch: Arch::Seq2seq, ..ModelConfig::nanogpt_cpu() };

@@ -112,4 +112,32 @@ mod tests {
             full.slice([0..1, 3..5]).into_data().assert_approx_eq::<f32>(&part.into_data(), Default::default());
         }
     }
+
+    /// `forward` adds the table to `x`: over a random `x` (two rows of the batch) the output
+    /// minus `x` is the sinusoid table's rows `offset..offset + len`, or the learned table's,
+    /// and without positions it is `x` itself.
+    #[test]
+    fn forward_adds_the_table_rows_of_its_positions_to_every_row_of_the_batch() {
+        let device = Default::default();
+        for positions in [Positions::Sinusoidal, Positions::Learned, Positions::None] {
+            let config = ModelConfig { d_model: 6, positions, block_size: 8, ..ModelConfig::base() };
+            let pe = PositionalEncoding::<TestBackend>::new(&config, &device);
+            for (offset, len) in [(0, 8), (2, 3)] {
+                let x = Tensor::<TestBackend, 3>::random([2, len, 6], burn::tensor::Distribution::Default, &device);
+                let added: Vec<f32> = (pe.forward(x.clone(), offset) - x).into_data().to_vec().unwrap();
+                let table: Vec<f32> = match &pe.learned {
+                    Some(weight) => weight.val().slice(offset..offset + len).into_data().to_vec().unwrap(),
+                    None if positions == Positions::Sinusoidal => sinusoid_table(offset, len, 6),
+                    None => vec![0.0; len * 6],
+                };
+                for (i, (a, t)) in added.iter().zip(table.iter().cycle()).enumerate() {
+                    assert!(
+                        (a - t).abs() < 1e-5,
+                        "{positions:?} offset {offset}: element {i} added {a}, the table {t}"
+                    );
+                }
+                assert_eq!(added.len(), 2 * table.len());
+            }
+        }
+    }
 }

@@ -175,7 +175,7 @@ fn best_extensions<'a>(beams: &[Beam], log_probs: impl Fn(usize) -> &'a LogProbs
 mod tests {
     use super::*;
     use crate::decode::greedy::{greedy, GreedyOptions};
-    use crate::decode::toy::{prompt, Toy, A, B, BOS, EOS};
+    use crate::decode::toy::{prompt, Toy, Watched, A, B, BOS, EOS};
 
     fn options(width: usize, alpha: f64) -> BeamOptions {
         BeamOptions { width, length_penalty: alpha, max_new_tokens: 6, eos: Some(EOS) }
@@ -224,5 +224,27 @@ mod tests {
         let best = beam_search(&Toy, Vec::new(), prompt(&[&[A]]), &options(2, 0.6));
         let len = best[0].tokens.len() + 1; // EOS included
         assert!((best[0].score - best[0].log_prob / length_penalty(len, 0.6)).abs() < 1e-12);
+    }
+
+    /// With α = 5 the longer "a b" (0.189 over `lp(3)`: -0.395) outranks "b" (0.36 over
+    /// `lp(2)`: -0.473), which finished first: the best is chosen by score, not by order.
+    #[test]
+    fn a_later_finished_hypothesis_with_a_better_score_wins() {
+        let best = beam_search(&Toy, Vec::new(), prompt(&[&[BOS]]), &options(2, 5.0));
+        assert_eq!(best[0].tokens, vec![A, B]);
+        assert!((best[0].log_prob - 0.189f64.ln()).abs() < 1e-6);
+    }
+
+    /// Rows that finish early (from b: EOS at once) beside one that goes on (from BOS): every
+    /// reorder keeps each row's parent among its own input's beams, done rows included.
+    #[test]
+    fn every_beam_reorder_stays_within_each_inputs_beams() {
+        for width in [2, 3] {
+            let watched = Watched { width, steps: Default::default() };
+            let rows = prompt(&[&[B], &[BOS], &[B], &[A]]);
+            let best = beam_search(&watched, Vec::new(), rows, &options(width, 0.0));
+            assert_eq!(best[0].tokens, Vec::<u32>::new());
+            assert!(watched.steps.get() > 2, "the search ran {} steps", watched.steps.get());
+        }
     }
 }

@@ -60,4 +60,17 @@ mod tests {
         let out = greedy(&Toy, Vec::new(), prompt(&[&[BOS], &[B]]), &options);
         assert_eq!(out, vec![vec![A, A, A, A], vec![]]);
     }
+
+    /// One model step per token that is fed: the prompt, then each generated token but the
+    /// last (no step after the last token, none after every row has ended).
+    #[test]
+    fn greedy_steps_the_model_once_per_token_it_feeds() {
+        use crate::decode::toy::Watched;
+        for (rows, steps) in [(vec![BOS], 6), (vec![B], 1)] {
+            let watched = Watched { width: 1, steps: Default::default() };
+            let out =
+                greedy(&watched, Vec::new(), prompt(&[&rows]), &GreedyOptions { max_new_tokens: 6, eos: Some(EOS) });
+            assert_eq!(watched.steps.get(), steps, "from {rows:?}: {out:?}");
+        }
+    }
 }

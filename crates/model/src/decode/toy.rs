@@ -64,3 +64,48 @@ pub fn prompt(rows: &[&[u32]]) -> Tensor<TestBackend, 2, Int> {
     let owned: Vec<Vec<u32>> = rows.iter().map(|r| r.to_vec()).collect();
     super::token_tensor(&owned, &Default::default())
 }
+
+/// [`Toy`] watched: counts its steps, and checks that every `reorder_beams` keeps each new row's
+/// parent within its own group of `width` rows (beam search's promise to a model whose groups
+/// share what does not move, an encoder-decoder's source memory).
+pub struct Watched {
+    pub width: usize,
+    pub steps: std::cell::Cell<usize>,
+}
+
+impl IncrementalDecoder<TestBackend> for Watched {
+    type Cache = Vec<Vec<u32>>;
+
+    fn step(&self, tokens: Tensor<TestBackend, 2, Int>, cache: &mut Self::Cache) -> Tensor<TestBackend, 2> {
+        self.steps.set(self.steps.get() + 1);
+        Toy.step(tokens, cache)
+    }
+
+    fn reorder(&self, cache: Self::Cache, indices: Tensor<TestBackend, 1, Int>) -> Self::Cache {
+        Toy.reorder(cache, indices)
+    }
+
+    fn reorder_beams(&self, cache: Self::Cache, indices: Tensor<TestBackend, 1, Int>) -> Self::Cache {
+        let parents = indices.clone().into_data().convert::<i64>().to_vec::<i64>().unwrap();
+        for (row, &parent) in parents.iter().enumerate() {
+            assert_eq!(
+                parent as usize / self.width,
+                row / self.width,
+                "row {row}'s parent {parent} is another group's"
+            );
+        }
+        Toy.reorder(cache, indices)
+    }
+
+    fn cached_len(&self, cache: &Self::Cache) -> usize {
+        Toy.cached_len(cache)
+    }
+
+    fn max_len(&self) -> Option<usize> {
+        None
+    }
+
+    fn restart(&self, _cache: &Self::Cache) -> Option<Self::Cache> {
+        None
+    }
+}
