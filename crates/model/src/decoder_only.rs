@@ -117,6 +117,11 @@ mod tests {
     use crate::decode::{greedy, GreedyOptions};
     use crate::test_backend::TestBackend;
 
+    /// A small GPT-style model (`arch = "lm"`, learned positions).
+    fn lm_config() -> ModelConfig {
+        ModelConfig { d_model: 16, d_ff: 32, n_heads: 2, n_layers: 1, block_size: 16, ..ModelConfig::nanogpt_cpu() }
+    }
+
     fn notes_config() -> ModelConfig {
         ModelConfig {
             arch: Arch::Notes,
@@ -132,17 +137,7 @@ mod tests {
     #[test]
     fn wrapper_gives_the_logits_and_parameters_of_the_model_it_holds() {
         let device = Default::default();
-        for config in [
-            ModelConfig {
-                d_model: 16,
-                d_ff: 32,
-                n_heads: 2,
-                n_layers: 1,
-                block_size: 16,
-                ..ModelConfig::nanogpt_cpu()
-            },
-            notes_config(),
-        ] {
+        for config in [lm_config(), notes_config()] {
             // The held model itself, not a second one from the same seed: the backend's random
             // generator is shared with the tests running beside this one.
             let wrapped = config.init_decoder_only::<TestBackend>(11, &device).expect("decoder-only");
@@ -181,15 +176,7 @@ mod tests {
     #[test]
     fn wrapper_steps_counts_and_reorders_the_cache_of_the_model_it_holds() {
         let device = Default::default();
-        let lm = ModelConfig {
-            d_model: 16,
-            d_ff: 32,
-            n_heads: 2,
-            n_layers: 1,
-            block_size: 16,
-            ..ModelConfig::nanogpt_cpu()
-        };
-        for config in [lm, notes_config()] {
+        for config in [lm_config(), notes_config()] {
             let model = config.init_decoder_only::<TestBackend>(9, &device).expect("decoder-only");
             let mut cache = model.empty_cache();
             assert_eq!(model.cached_len(&cache), 0, "{:?}", config.arch);
