@@ -175,7 +175,7 @@ fn best_extensions<'a>(beams: &[Beam], log_probs: impl Fn(usize) -> &'a LogProbs
 mod tests {
     use super::*;
     use crate::decode::greedy::{greedy, GreedyOptions};
-    use crate::decode::toy::{prompt, Toy, Watched, A, B, BOS, EOS};
+    use crate::decode::toy::{prompt, Toy, Watched, A, B, BOS, EOS, LONG_A, TABLE};
 
     fn options(width: usize, alpha: f64) -> BeamOptions {
         BeamOptions { width, length_penalty: alpha, max_new_tokens: 6, eos: Some(EOS) }
@@ -235,16 +235,30 @@ mod tests {
         assert!((best[0].log_prob - 0.189f64.ln()).abs() < 1e-6);
     }
 
-    /// Rows that finish early (from b: EOS at once) beside one that goes on (from BOS): every
-    /// reorder keeps each row's parent among its own input's beams, done rows included.
+    /// Rows that finish at different steps (from b at step 1, from BOS at step 2): every reorder
+    /// keeps each row's parent among its own input's beams.
     #[test]
     fn every_beam_reorder_stays_within_each_inputs_beams() {
         for width in [2, 3] {
-            let watched = Watched { width, steps: Default::default() };
+            let watched = Watched::new(width, &TABLE);
             let rows = prompt(&[&[B], &[BOS], &[B], &[A]]);
             let best = beam_search(&watched, Vec::new(), rows, &options(width, 0.0));
             assert_eq!(best[0].tokens, Vec::<u32>::new());
             assert!(watched.steps.get() > 2, "the search ran {} steps", watched.steps.get());
         }
+    }
+
+    /// On [`LONG_A`] at width 2 the rows from b are done after step 1 while the rows from a run
+    /// all 6 steps: the done rows' beams, which are fed filler, stay in their own groups too.
+    #[test]
+    fn a_done_rows_beams_stay_in_its_own_group_while_another_row_goes_on() {
+        let watched = Watched::new(2, &LONG_A);
+        let best = beam_search(&watched, Vec::new(), prompt(&[&[A], &[B], &[A], &[B]]), &options(2, 0.0));
+        assert_eq!(best[0].tokens, vec![A; 6]);
+        assert_eq!(best[1].tokens, Vec::<u32>::new());
+        assert_eq!(best[2], best[0]);
+        assert_eq!(best[3], best[1]);
+        // The prompt, then one step after each of steps 0..5 but the last.
+        assert_eq!(watched.steps.get(), 6);
     }
 }

@@ -65,9 +65,9 @@ mod tests {
     /// last (no step after the last token, none after every row has ended).
     #[test]
     fn greedy_steps_the_model_once_per_token_it_feeds() {
-        use crate::decode::toy::Watched;
+        use crate::decode::toy::{Watched, TABLE};
         for (rows, steps) in [(vec![BOS], 6), (vec![B], 1)] {
-            let watched = Watched { width: 1, steps: Default::default() };
+            let watched = Watched::new(1, &TABLE);
             let out =
                 greedy(&watched, Vec::new(), prompt(&[&rows]), &GreedyOptions { max_new_tokens: 6, eos: Some(EOS) });
             assert_eq!(watched.steps.get(), steps, "from {rows:?}: {out:?}");
