@@ -80,9 +80,9 @@ pub fn prompt(rows: &[&[u32]]) -> Tensor<TestBackend, 2, Int> {
     super::token_tensor(&owned, &Default::default())
 }
 
-/// [`Toy`] (or another table) watched: counts its steps, and checks that every `reorder_beams` keeps each new row's
-/// parent within its own group of `width` rows (beam search's promise to a model whose groups
-/// share what does not move, an encoder-decoder's source memory).
+/// A table model watched: counts its steps, and checks that every `reorder_beams` keeps each
+/// new row's parent within its own group of `width` rows (beam search's promise to a model whose
+/// groups share what does not move, an encoder-decoder's source memory).
 pub struct Watched {
     pub width: usize,
     pub table: &'static Table,
