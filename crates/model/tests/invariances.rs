@@ -86,6 +86,26 @@ fn permutation(len: usize, seed: u64) -> Vec<usize> {
     perm
 }
 
+/// nanoGPT's `generate` with argmax: `n` tokens, each from a full forward pass over the last
+/// `block` tokens of the history.
+fn nanogpt_generate(
+    forward: impl Fn(Tensor<TestBackend, 2, Int>) -> T3,
+    prompt: &[i64],
+    block: usize,
+    n: usize,
+) -> Vec<u32> {
+    let mut history = prompt.to_vec();
+    let mut generated = Vec::new();
+    for _ in 0..n {
+        let window = &history[history.len().saturating_sub(block)..];
+        let logits = forward(tokens(window, 1));
+        let last = logits.slice([0..1, window.len() - 1..window.len()]).argmax(2).into_scalar().elem::<i64>();
+        generated.push(last as u32);
+        history.push(last);
+    }
+    generated
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(CASES))]
 
@@ -244,7 +264,8 @@ proptest! {
 
     /// Past `block_size` with learned positions, greedy decoding with the cache produces
     /// what nanoGPT's `generate` does: each next token from a full forward pass over the last
-    /// `block_size` tokens (the prompt cropped the same way).
+    /// `block_size` tokens (the prompt cropped the same way). For both decoder-only models:
+    /// the GPT-style LM and the notes' one-layer model.
     #[test]
     fn greedy_slides_its_window_like_nanogpt(
         prompt in proptest::collection::vec(0i64..7, 1..9), seed in any::<u64>(),
@@ -258,17 +279,12 @@ proptest! {
         let lm = config.init_lm::<TestBackend>(7, &device());
         let options = GreedyOptions { max_new_tokens: 12, eos: None };
         let cached = greedy(&lm, lm.empty_cache(), tokens(&prompt, 1), &options);
+        prop_assert_eq!(&cached[0], &nanogpt_generate(|w| lm.forward(w), &prompt, block, 12));
 
-        let mut history = prompt.clone();
-        let mut reference = Vec::new();
-        for _ in 0..12 {
-            let window = &history[history.len().saturating_sub(block)..];
-            let logits = lm.forward(tokens(window, 1));
-            let last = logits.slice([0..1, window.len() - 1..window.len()]).argmax(2).into_scalar().elem::<i64>();
-            reference.push(last as u32);
-            history.push(last);
-        }
-        prop_assert_eq!(&cached[0], &reference);
+        let config = ModelConfig { positions: Positions::Learned, block_size: block, d_model: 8, d_ff: 16, ..ModelConfig::notes() };
+        let notes = config.init_notes::<TestBackend>(7, &device());
+        let cached = greedy(&notes, notes.empty_cache(), tokens(&prompt, 1), &options);
+        prop_assert_eq!(&cached[0], &nanogpt_generate(|w| notes.forward(w), &prompt, block, 12));
     }
 
     /// Batched beam search over padded sources returns, for each sentence, what beam search

@@ -256,3 +256,45 @@ pub(crate) fn budget(max_new_tokens: usize, cached: usize, max_len: Option<usize
 
 #[cfg(test)]
 pub(crate) mod toy;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Arch, ModelConfig, Positions};
+    use crate::test_backend::TestBackend;
+
+    /// A translation model cannot slide a window over its context (its source): with learned
+    /// positions of `block_size` 4 it generates `5 - prompt_len` tokens (the last one never fed
+    /// back), whatever `max_new_tokens` asks; with sinusoidal positions it has no limit.
+    #[test]
+    fn translation_decoding_stops_where_its_learned_positions_run_out() {
+        let device = Default::default();
+        let bos = vec![vec![1], vec![1]];
+        let two = vec![vec![1, 4], vec![1, 6]];
+        for (positions, prompt, expected) in
+            [(Positions::Learned, &bos, 4), (Positions::Learned, &two, 3), (Positions::Sinusoidal, &bos, 10)]
+        {
+            let config = ModelConfig {
+                arch: Arch::Seq2seq,
+                d_model: 8,
+                n_heads: 2,
+                n_layers: 1,
+                d_ff: 16,
+                dropout: 0.0,
+                positions,
+                block_size: 4,
+                ..ModelConfig::base()
+            };
+            let mt = config.init_seq2seq::<TestBackend>(9, &device);
+            let source = token_tensor(&[vec![3, 4, 5], vec![6, 7, 8]], &device);
+            let cache = mt.begin(mt.encode(source, None));
+            let prompt_tensor = || token_tensor::<TestBackend>(prompt, &device);
+            let out = greedy(&mt, cache.clone(), prompt_tensor(), &GreedyOptions { max_new_tokens: 10, eos: None });
+            let case = format!("{positions:?}, prompt {prompt:?}");
+            assert_eq!(out.iter().map(Vec::len).collect::<Vec<_>>(), vec![expected; 2], "{case}");
+            let options = BeamOptions { width: 2, length_penalty: 0.0, max_new_tokens: 10, eos: None };
+            let best = beam_search(&mt, cache, prompt_tensor(), &options);
+            assert_eq!(best.iter().map(|h| h.tokens.len()).collect::<Vec<_>>(), vec![expected; 2], "{case}");
+        }
+    }
+}
