@@ -55,3 +55,29 @@ impl<B: Backend> TokenEmbedding<B> {
         positionwise_transposed(x, self.weight.val())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use burn::tensor::TensorData;
+
+    use super::*;
+    use crate::test_backend::TestBackend;
+
+    /// `forward` looks up the rows of `E` and multiplies them by √d_model (here 2) only when
+    /// `scale_embeddings` is on.
+    #[test]
+    fn forward_gives_the_rows_of_e_times_the_square_root_of_d_model_when_scaled() {
+        let device = Default::default();
+        for (scaled, factor) in [(true, 2.0f32), (false, 1.0)] {
+            let config = ModelConfig { d_model: 4, scale_embeddings: scaled, ..ModelConfig::base() };
+            let embedding = TokenEmbedding::<TestBackend>::new(5, &config, &device);
+            assert_eq!(embedding.vocab_size(), 5);
+            let rows = embedding.weight.val().into_data().to_vec::<f32>().unwrap();
+            let tokens = Tensor::from_data(TensorData::new(vec![3i64, 0, 3], [1, 3]), &device);
+            let got = embedding.forward(tokens).into_data().to_vec::<f32>().unwrap();
+            let want: Vec<f32> =
+                [3, 0, 3].iter().flat_map(|&t| rows[t * 4..t * 4 + 4].iter().map(|v| v * factor)).collect();
+            assert_eq!(got, want, "scale_embeddings = {scaled}");
+        }
+    }
+}

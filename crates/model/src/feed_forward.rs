@@ -57,3 +57,25 @@ pub fn gelu_tanh<B: Backend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> {
         (x.clone() + x.clone().powi_scalar(3).mul_scalar(0.044715)).mul_scalar((2.0 / std::f64::consts::PI).sqrt());
     x.mul_scalar(0.5) * (inner.tanh() + 1.0)
 }
+
+#[cfg(test)]
+mod tests {
+    use burn::tensor::{Tensor, TensorData};
+
+    use super::*;
+    use crate::test_backend::TestBackend;
+
+    /// Values of `½x(1 + tanh(√(2/π)(x + 0.044715x³)))` computed in f64 (Python's `math`);
+    /// PyTorch's `gelu(x, approximate="tanh")` gives the same to f32 precision.
+    #[test]
+    fn gelu_tanh_equals_gpt2s_formula_at_known_points() {
+        let x = [-3.0f32, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0, 3.0];
+        let expected =
+            [-0.003637392, -0.158808009, -0.154285990, 0.0, 0.345714010, 0.841191991, 1.954597694, 2.996362608];
+        let input = Tensor::<TestBackend, 1>::from_data(TensorData::new(x.to_vec(), [x.len()]), &Default::default());
+        let got = activate(input, Activation::GeluTanh).into_data().to_vec::<f32>().unwrap();
+        for ((x, got), want) in x.iter().zip(got).zip(expected) {
+            assert!((got as f64 - want).abs() < 1e-6, "gelu_tanh({x}) = {got}, expected {want}");
+        }
+    }
+}
