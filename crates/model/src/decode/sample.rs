@@ -127,7 +127,7 @@ impl SplitMix64 {
 mod tests {
     use super::*;
     use crate::decode::greedy::{greedy, GreedyOptions};
-    use crate::decode::toy::{prompt, Toy, A, B, BOS, EOS};
+    use crate::decode::toy::{prompt, Toy, Watched, A, B, BOS, EOS, TABLE};
 
     fn options(seed: u64) -> SampleOptions {
         SampleOptions { max_new_tokens: 8, temperature: 1.0, top_k: None, top_p: None, seed, eos: Some(EOS) }
@@ -170,5 +170,17 @@ mod tests {
         };
         assert_eq!(kept(0.7), vec![A, B]);
         assert_eq!(kept(0.6), vec![A]);
+    }
+
+    /// One model step per token that is fed, as for greedy: the prompt, then each sampled
+    /// token but the last (none after every row has ended).
+    #[test]
+    fn sampling_steps_the_model_once_per_token_it_feeds() {
+        for (rows, steps) in [(vec![BOS], 6), (vec![B], 1)] {
+            let watched = Watched::new(1, &TABLE);
+            let top1 = SampleOptions { max_new_tokens: 6, top_k: Some(1), ..options(5) };
+            let out = sample(&watched, Vec::new(), prompt(&[&rows]), &top1);
+            assert_eq!(watched.steps.get(), steps, "from {rows:?}: {out:?}");
+        }
     }
 }
