@@ -183,4 +183,23 @@ mod tests {
             assert_eq!(watched.steps.get(), steps, "from {rows:?}: {out:?}");
         }
     }
+
+    /// What top-p keeps is renormalized: of a 0.6, b 0.3, c 0.1, top-p 0.8 keeps a and b as
+    /// 2/3 and 1/3.
+    #[test]
+    fn top_p_renormalizes_the_tokens_it_keeps() {
+        let logits = [0.1f32.ln(), 0.6f32.ln(), 0.3f32.ln()];
+        let dist = distribution(&logits, &SampleOptions { top_p: Some(0.8), ..options(0) });
+        assert_eq!(dist.iter().map(|p| p.0).collect::<Vec<_>>(), vec![1, 2]);
+        assert!((dist[0].1 - 2.0 / 3.0).abs() < 1e-6 && (dist[1].1 - 1.0 / 3.0).abs() < 1e-6, "{dist:?}");
+    }
+
+    /// The largest logit is subtracted before `exp`: logits near 400 (whose `exp` of a sum would
+    /// overflow f64) give the same probabilities as near 0.
+    #[test]
+    fn distribution_is_finite_and_shift_free_for_large_logits() {
+        let dist = distribution(&[400.0, 400.0 + 3f32.ln()], &options(0));
+        assert_eq!(dist.iter().map(|p| p.0).collect::<Vec<_>>(), vec![1, 0]);
+        assert!((dist[0].1 - 0.75).abs() < 1e-4 && (dist[1].1 - 0.25).abs() < 1e-4, "{dist:?}");
+    }
 }
